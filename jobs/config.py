@@ -1,0 +1,270 @@
+"""The one typed configuration of recrawl, with every default in this file.
+
+A run's config is: these defaults, then an optional TOML file (``--config``),
+then ``--set section.key=value`` overrides. Every value is validated on load,
+so a typo fails the run instead of silently falling back to a default.
+
+``python -m jobs.config --markdown`` renders docs/config.md from this module;
+a test keeps the two identical.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+class ConfigError(ValueError):
+    """A configuration key or value is invalid."""
+
+
+def _doc(text: str, **kw):
+    return field(metadata={"doc": text}, **kw)
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    root: str = _doc("Data root: local path here, s3a:// URI on a cluster. Holds fetch_logs/, "
+                     "importance/, host_policy/, signals/, frontier/ and every output table.",
+                     default="var/data")
+
+    def table(self, name: str, dt: Optional[str] = None) -> str:
+        base = f"{self.root.rstrip('/')}/{name}"
+        return f"{base}/dt={dt}" if dt else base
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    daily_fetches: int = _doc("Total fetches (including 304s) the fleet may make per day.",
+                              default=5000)
+    split: str = _doc("'fixed' uses the shares below; 'auto' moves budget between refresh and "
+                      "discovery until their marginal values match.", default="fixed")
+    fast_share: float = _doc("Share of the budget for the fast lane.", default=0.10)
+    discovery_share: float = _doc("Share for discovery of frontier URLs (fixed split).",
+                                  default=0.10)
+    audit_share: float = _doc("Share reserved for audit full fetches (validator and freshness "
+                              "audits).", default=0.02)
+
+    @property
+    def refresh_share(self) -> float:
+        return 1.0 - self.fast_share - self.discovery_share - self.audit_share
+
+
+@dataclass(frozen=True)
+class IntervalConfig:
+    floor_s: float = _doc("Shortest revisit interval (seconds).", default=3600.0)
+    cap_s: float = _doc("Longest revisit interval (seconds); 90 days.", default=7776000.0)
+    initial_s: float = _doc("Interval given to a URL on its first fetch.", default=86400.0)
+
+
+@dataclass(frozen=True)
+class PolitenessConfig:
+    default_crawl_delay_s: float = _doc("Crawl delay for hosts missing from host_policy/.",
+                                        default=10.0)
+    default_max_fetches_per_day: Optional[int] = _doc(
+        "Per-host daily cap for hosts missing from host_policy/ (none: 86400/crawl delay).",
+        default=None)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    name: str = _doc("Refresh policy: adaptive, uniform, proportional or optimal.",
+                     default="adaptive")
+    objective: str = _doc("Objective of the optimal policy: freshness or age.",
+                          default="freshness")
+    default_importance: float = _doc("Importance of URLs missing from importance/.",
+                                     default=1.0)
+    gone_after: int = _doc("Consecutive 404/410 answers after which a URL is gone.", default=2)
+    gone_recheck_days: float = _doc("A gone URL is re-checked this rarely.", default=30.0)
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    n_shards: int = _doc("Schedule files per day; each host lies in exactly one.", default=8)
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = _doc("Spark master; local[*] embedded, yarn/k8s://... on a cluster.",
+                       default="local[*]")
+    app_name: str = _doc("Spark application name prefix.", default="recrawl")
+    state_buckets: int = _doc("URL-hash buckets a state update is split into (one pandas "
+                              "batch each).", default=8)
+    settings: dict = _doc("Extra Spark settings, e.g. spark.sql.shuffle.partitions.",
+                          default_factory=lambda: {"spark.sql.shuffle.partitions": "8",
+                                                   "spark.sql.session.timeZone": "UTC",
+                                                   "spark.ui.enabled": "false",
+                                                   "spark.ui.showConsoleProgress": "false"})
+
+
+@dataclass(frozen=True)
+class PublishConfig:
+    target: str = _doc("Where schedules are published: s3://bucket/prefix, or a local "
+                       "directory with the same layout.", default="s3://recrawl-schedules")
+    endpoint_url: Optional[str] = _doc("S3 endpoint; empty for AWS itself.",
+                                       default="http://127.0.0.1:9000")
+    max_workers: int = _doc("Concurrent uploads.", default=8)
+    retries: int = _doc("Attempts per object on transient failures.", default=5)
+
+
+@dataclass(frozen=True)
+class Config:
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    intervals: IntervalConfig = field(default_factory=IntervalConfig)
+    politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    publish: PublishConfig = field(default_factory=PublishConfig)
+
+    def __post_init__(self):
+        _validate(self)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+POLICIES = ("adaptive", "uniform", "proportional", "optimal")
+
+
+def _validate(c: Config) -> None:
+    b = c.budget
+    if b.daily_fetches < 0:
+        raise ConfigError("budget.daily_fetches must be >= 0")
+    for name in ("fast_share", "discovery_share", "audit_share"):
+        if not 0.0 <= getattr(b, name) <= 1.0:
+            raise ConfigError(f"budget.{name} must be in [0, 1]")
+    if b.refresh_share < 0:
+        raise ConfigError("budget shares (fast + discovery + audit) exceed 1")
+    if b.split not in ("fixed", "auto"):
+        raise ConfigError("budget.split must be 'fixed' or 'auto'")
+    iv = c.intervals
+    if not 0 < iv.floor_s <= iv.initial_s <= iv.cap_s:
+        raise ConfigError("need 0 < intervals.floor_s <= initial_s <= cap_s")
+    if c.politeness.default_crawl_delay_s <= 0:
+        raise ConfigError("politeness.default_crawl_delay_s must be > 0")
+    if c.policy.name not in POLICIES:
+        raise ConfigError(f"policy.name must be one of {POLICIES}")
+    if c.policy.objective not in ("freshness", "age"):
+        raise ConfigError("policy.objective must be 'freshness' or 'age'")
+    if c.policy.default_importance < 0:
+        raise ConfigError("policy.default_importance must be >= 0")
+    if c.schedule.n_shards < 1 or c.spark.state_buckets < 1:
+        raise ConfigError("schedule.n_shards and spark.state_buckets must be >= 1")
+
+
+def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
+    hint = typing.get_type_hints(type_of_section(section))[f.name]
+    key = f"{section}.{f.name}"
+    optional = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
+    base = [a for a in typing.get_args(hint) if a is not type(None)][0] if optional else hint
+    if optional and (value is None or (isinstance(value, str) and value.lower() in ("", "none", "null"))):
+        return None
+    try:
+        if base is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(value)
+                return value.lower() in ("true", "1")
+            return bool(value)
+        if base is dict:
+            return dict(json.loads(value)) if isinstance(value, str) else dict(value)
+        if base is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
+        return base(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{key}: cannot read {value!r} as {getattr(base, '__name__', base)}") from exc
+
+
+def type_of_section(section: str):
+    for f in dataclasses.fields(Config):
+        if f.name == section:
+            return f.type if isinstance(f.type, type) else globals()[f.type]
+    raise ConfigError(f"unknown config section {section!r}")
+
+
+def load_config(path: Optional[str] = None, overrides: Optional[list[str]] = None) -> Config:
+    """Defaults, then the TOML file at ``path``, then ``section.key=value`` overrides."""
+    values: dict[str, dict[str, Any]] = {}
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                values = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {path}: {exc}") from exc
+    for item in overrides or []:
+        if "=" not in item or "." not in item.split("=", 1)[0]:
+            raise ConfigError(f"override {item!r} is not section.key=value")
+        key, value = item.split("=", 1)
+        section, name = key.split(".", 1)
+        if section == "spark" and name.startswith("settings."):
+            values.setdefault("spark", {}).setdefault("settings", dict(SparkConfig().settings))
+            values["spark"]["settings"][name[len("settings."):]] = value
+            continue
+        values.setdefault(section, {})[name] = value
+    sections = {}
+    for section, given in values.items():
+        cls = type_of_section(section)
+        if not isinstance(given, dict):
+            raise ConfigError(f"config section {section!r} must be a table")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = set(given) - set(fields)
+        if unknown:
+            raise ConfigError(f"unknown key(s) in [{section}]: {sorted(unknown)}")
+        sections[section] = cls(**{k: _coerce(section, fields[k], v) for k, v in given.items()})
+    return Config(**sections)
+
+
+def config_from_json(text: str) -> Config:
+    """Rebuild a Config from ``json.dumps(cfg.to_dict())`` (used to pass config to tasks)."""
+    raw = json.loads(text)
+    return Config(**{s: type_of_section(s)(**v) for s, v in raw.items()})
+
+
+def add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML file of overrides")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one key; repeatable")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    return load_config(args.config, args.set)
+
+
+def markdown() -> str:
+    lines = ["# Configuration", "",
+             "Generated by `python -m jobs.config --markdown` from `jobs/config.py`, the only place "
+             "defaults live. Override with a TOML file (`--config file.toml`, sections as below) or "
+             "`--set section.key=value` on any job or the demo.", ""]
+    for sec in dataclasses.fields(Config):
+        cls = type_of_section(sec.name)
+        lines += [f"## [{sec.name}]", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            tname = str(hints[f.name]).replace("typing.", "").replace("<class '", "").replace("'>", "")
+            lines.append(f"| `{f.name}` | {tname} | `{json.dumps(default)}` | {f.metadata['doc']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_config_args(parser)
+    parser.add_argument("--markdown", action="store_true", help="print docs/config.md")
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown())
+    else:
+        print(json.dumps(config_from_args(args).to_dict(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

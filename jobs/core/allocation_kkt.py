@@ -1,0 +1,281 @@
+r"""Per-page stationarity (KKT) conditions of the budgeted refresh problem.
+
+A page with change rate λ (changes/day) and importance w, refreshed evenly at
+rate f (visits/day), has average freshness and age (Cho & Garcia-Molina,
+"Effective page refresh policies for web crawlers", ACM TODS 28(4), 2003)
+
+.. math::
+
+    \bar F = \frac{1 - e^{-r}}{r}, \qquad
+    \bar A = \frac{1}{\lambda}\Big(\frac r2 - 1 + \frac{1 - e^{-r}}{r}\Big),
+    \qquad r = \lambda / f .
+
+The marginal value of one more visit per day is, with
+:math:`g(r) = 1 - (1 + r)e^{-r}` and :math:`q(r) = r^2/2 - g(r)`,
+
+.. math::
+
+    w\,\frac{\partial \bar F}{\partial f} = \frac{w\,g(r)}{\lambda}, \qquad
+    -w\,\frac{\partial \bar A}{\partial f} = \frac{w\,q(r)}{\lambda^2}.
+
+Both are decreasing in f (the objectives are concave in f), so at a price μ
+per visit the best rate in the box [f_min, f_max] is the clipped root of
+``marginal value = μ`` (Cho & Garcia-Molina, "Synchronizing a database to
+improve freshness", SIGMOD 2000). This module solves that root for whole
+arrays of pages at once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+OBJECTIVES = ("freshness", "age")
+
+_SERIES_CUT = 1e-2   # below this r, h(r) = r - log1p(r) uses its power series
+_AGE_LARGE = 1e3     # q(r) > this => r > 44 and (1+r)e^{-r} < 1e-17
+_MAX_NEWTON = 80
+
+
+def check_objective(objective):
+    """Raise ValueError unless ``objective`` is 'freshness' or 'age'."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    return objective
+
+
+def check_pages(lam, weight):
+    """Validate and broadcast change rates and weights to float arrays."""
+    lam = np.asarray(lam, dtype=float)
+    weight = np.asarray(weight, dtype=float)
+    if lam.size and (not np.all(np.isfinite(lam)) or np.any(lam < 0)):
+        raise ValueError("lam must be finite and >= 0 (changes per day)")
+    if weight.size and (not np.all(np.isfinite(weight)) or np.any(weight < 0)):
+        raise ValueError("weight must be finite and >= 0")
+    return np.broadcast_arrays(lam, weight)
+
+
+def check_box(f_min, f_max):
+    """Validate the per-page rate box 0 <= f_min <= f_max, f_max > 0."""
+    f_min, f_max = float(f_min), float(f_max)
+    if not (np.isfinite(f_min) and f_min >= 0):
+        raise ValueError(f"f_min must be finite and >= 0, got {f_min}")
+    if not (f_max > 0 and f_max >= f_min):
+        raise ValueError(f"f_max must be > 0 and >= f_min, got f_max={f_max}, f_min={f_min}")
+    return f_min, f_max
+
+
+def _series(n_first, sign):
+    """Coefficients of sum_{n>=n_first} sign (-1)^n (n-1)/n! r^n (Horner order)."""
+    coeffs = np.zeros(_SERIES_TERMS + 1)
+    fact = 1.0
+    for n in range(1, _SERIES_TERMS + 1):
+        fact *= n
+        if n >= n_first:
+            coeffs[n] = sign * (-1) ** n * (n - 1) / fact
+    return coeffs
+
+
+_SERIES_TERMS = 24  # r < 1: truncation below 1e-20
+_G_COEFFS = _series(2, 1.0)
+_Q_COEFFS = _series(3, -1.0)
+_H_COEFFS = np.array([0.0, 0.0] + [(-1) ** n / n for n in range(2, 12)])  # r - log1p(r)
+
+
+def _g(r):
+    """g(r) = 1 - (1 + r) e^{-r}; power series for r < 1 (no cancellation); g(inf) = 1."""
+    r = np.asarray(r, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        direct = 1.0 - (1.0 + r) * np.exp(-r)
+    out = np.where(r < 1.0, np.polynomial.polynomial.polyval(np.minimum(r, 1.0), _G_COEFFS), direct)
+    return np.where(np.isinf(r), 1.0, out)
+
+
+def _q(r):
+    """q(r) = r^2/2 - g(r) = r^2/2 - 1 + (1 + r) e^{-r}; power series for r < 1."""
+    r = np.asarray(r, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        direct = 0.5 * r * r - 1.0 + (1.0 + r) * np.exp(-r)
+    return np.where(r < 1.0, np.polynomial.polynomial.polyval(np.minimum(r, 1.0), _Q_COEFFS), direct)
+
+
+def _h(r):
+    """h(r) = r - log(1 + r) = -log(1 - g(r)), accurate for small r."""
+    series = np.polynomial.polynomial.polyval(np.minimum(r, _SERIES_CUT), _H_COEFFS)
+    return np.where(r < _SERIES_CUT, series, r - np.log1p(r))
+
+
+def _newton_from_right(phi, dphi, y, r_hi, r_lo):
+    """Solve phi(r) = y for convex increasing phi, vectorised.
+
+    Newton's method started at an upper bound ``r_hi`` of the root decreases
+    monotonically to the root of a convex increasing function; ``r_lo`` (a
+    lower bound) guards against round-off stepping past it.
+    Returns (r, iterations, converged).
+    """
+    r = r_hi.copy()
+    active = np.ones(r.shape, dtype=bool)
+    it = 0
+    for it in range(1, _MAX_NEWTON + 1):
+        ra = r[active]
+        step = (phi(ra) - y[active]) / dphi(ra)
+        new = np.maximum(ra - step, r_lo[active])
+        r[active] = new
+        # From the right the step is >= 0; a negative one is round-off at the root.
+        done = step <= 1e-14 * new
+        active_idx = np.flatnonzero(active)
+        active[active_idx[done]] = False
+        if not active.any():
+            return r, it, True
+    return r, it, False
+
+
+def stationary_ratio(target, objective="freshness"):
+    """Solve the stationarity condition for r = λ/f.
+
+    Freshness: :math:`g(r) = c` with ``c = target`` in (0, 1).
+    Age: :math:`q(r) = Y` with ``Y = target`` > 0.
+
+    Returns
+    -------
+    r : ndarray
+        Root (inf where a freshness target is >= 1: the page is not worth a visit).
+    iterations : int
+        Newton iterations used by the slowest page.
+    converged : bool
+    """
+    check_objective(objective)
+    t = np.asarray(target, dtype=float)
+    r = np.full(t.shape, np.nan)
+    if objective == "freshness":
+        ok = (t > 0) & (t < 1)
+        r[t >= 1] = np.inf
+        r[t <= 0] = 0.0
+        # g(r) = c  <=>  h(r) = r - log1p(r) = -log(1 - c) =: y
+        y = -np.log1p(-t[ok])
+        # h(r) <= r^2/2 and h(r) >= r^2 / (2(1+r)) bracket the root.
+        lo = np.sqrt(2.0 * y)
+        hi = y + np.sqrt(y * y + 2.0 * y)
+        sol, it, conv = _newton_from_right(_h, lambda x: x / (1.0 + x), y, hi, lo)
+    else:
+        large = t > _AGE_LARGE
+        ok = (t > 0) & ~large
+        r[t <= 0] = 0.0
+        r[large] = np.sqrt(2.0 * (t[large] + 1.0))
+        y = t[ok]
+        # q(r) <= min(r^3/3, r^2/2) and q(r) >= r^3 / (3(1+r)) bracket the root.
+        lo = np.maximum(np.cbrt(3.0 * y), np.sqrt(2.0 * y))
+        hi = np.maximum(np.sqrt(6.0 * y), np.cbrt(6.0 * y))
+        sol, it, conv = _newton_from_right(
+            _q, lambda x: x * -np.expm1(-x), y, hi, lo)
+    r[ok] = sol
+    return r, it, conv
+
+
+def marginal_value(lam, weight, f, objective="freshness"):
+    r"""Objective gained per extra visit/day: :math:`w g(r)/\lambda` or :math:`w q(r)/\lambda^2`.
+
+    Zero where λ = 0 or w = 0 (the objective does not depend on f there).
+    At f = 0 it is :math:`w/\lambda` for freshness and infinite for age.
+    """
+    check_objective(objective)
+    lam, weight = check_pages(lam, weight)
+    f = np.asarray(f, dtype=float)
+    useful = (lam > 0) & (weight > 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = np.where(useful, lam / f, 0.0)
+        if objective == "freshness":
+            out = weight * _g(r) / lam
+        else:
+            # For r > 44, q = r^2/2 - 1 exactly in double; avoid lam^2 overflow.
+            big = r > 44.0
+            out = np.where(big, weight * (0.5 / (f * f) - 1.0 / (lam * lam)),
+                           weight * _q(r) / (lam * lam))
+            out = np.where(f <= 0, np.inf, out)
+    return np.where(useful, out, 0.0)
+
+
+def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness"):
+    r"""Best refresh rate of each page at price μ per visit/day (KKT, box-clipped).
+
+    Maximises :math:`w\bar F(\lambda, f) - \mu f` (or minimises
+    :math:`w\bar A + \mu f`) over :math:`f \in [f_{min}, f_{max}]`:
+    ``f = clip(λ / r, f_min, f_max)`` with r the root of
+    :math:`g(r) = \mu\lambda/w` (freshness) or :math:`q(r) = \mu\lambda^2/w` (age),
+    Cho & Garcia-Molina (SIGMOD 2000). Because the objective is concave in f,
+    clipping the unconstrained root gives the box-constrained optimum.
+
+    Parameters
+    ----------
+    lam, weight : array_like
+        Change rates (per day, >= 0) and importance weights (>= 0).
+    mu : float or array_like
+        Price per visit/day, >= 0 (may be inf); broadcast against ``lam``.
+    f_min, f_max : float
+        Box bounds on each rate (visits/day).
+    objective : {'freshness', 'age'}
+
+    Returns
+    -------
+    ndarray
+        Rates. Pages with λ = 0 or w = 0 gain nothing from visits and get
+        ``f_min``. At μ = 0 useful pages get ``f_max``. For freshness a page
+        with :math:`\mu \ge w/\lambda` (one visit buys at most 1/λ days of
+        freshness) gets ``f_min``; under age every page with λ > 0 gets a
+        positive rate.
+    """
+    lam, weight = check_pages(lam, weight)
+    f_min, f_max = check_box(f_min, f_max)
+    check_objective(objective)
+    mu = np.asarray(mu, dtype=float)
+    if mu.size and (np.any(np.isnan(mu)) or np.any(mu < 0)):
+        raise ValueError("mu must be >= 0")
+    lam, weight, mu = np.broadcast_arrays(lam, weight, mu)
+    useful = (lam > 0) & (weight > 0)
+    rates = np.full(lam.shape, f_min)
+    lam_u, w_u, mu_u = lam[useful], weight[useful], mu[useful]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if objective == "freshness":
+            target = mu_u * lam_u / w_u
+        else:
+            target = mu_u / w_u * lam_u * lam_u
+    target = np.where(mu_u == 0, 0.0, target)
+    r, _, _ = stationary_ratio(target, objective)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        f = lam_u / r
+        if objective == "age":
+            # Large-r closed form f = 1/sqrt(2μ/w + 2/λ²): no λ² overflow.
+            big = target > _AGE_LARGE
+            f = np.where(big, 1.0 / np.sqrt(2.0 * mu_u / w_u + 2.0 / (lam_u * lam_u)), f)
+    f = np.where(r == 0, np.inf, f)
+    rates[useful] = np.clip(f, f_min, f_max)
+    return rates
+
+
+def objective_value(lam, weight, rates, objective="freshness"):
+    r"""Total objective: :math:`\sum_i w_i \bar F_i` (freshness) or :math:`\sum_i w_i \bar A_i` (age, days)."""
+    from jobs.core.freshness import age, freshness  # local: keep import graph flat
+    check_objective(objective)
+    lam, weight = check_pages(lam, weight)
+    rates = np.asarray(rates, dtype=float)
+    if objective == "freshness":
+        return float(np.sum(weight * freshness(lam, rates)))
+    per_page = np.where(weight > 0, age(lam, rates), 0.0)
+    return float(np.sum(weight * per_page))
+
+
+def multiplier_bounds(lam, weight, f_low, f_high, objective="freshness"):
+    r"""Range of prices over which the given pages' rates move.
+
+    For μ <= ``lo`` every useful page's optimal rate is >= ``f_high``; for
+    μ >= ``hi`` every page's rate is <= ``f_low`` (``lo``/``hi`` are the min/max
+    of :func:`marginal_value` at ``f_high``/``f_low``). Both reduce across
+    hosts with min/max, so they can be computed as an aggregate.
+    Returns (lo, hi); (inf, 0) when no page has λ > 0 and w > 0.
+    """
+    lam, weight = check_pages(lam, weight)
+    useful = (lam > 0) & (weight > 0)
+    if not useful.any():
+        return np.inf, 0.0
+    lam, weight = lam[useful], weight[useful]
+    lo = marginal_value(lam, weight, np.full(lam.shape, float(f_high)), objective)
+    hi = marginal_value(lam, weight, np.full(lam.shape, float(f_low)), objective)
+    return float(lo.min()), float(hi.max())

@@ -1,0 +1,171 @@
+"""Vectorised root finding on the log-rate scale for the censored Poisson posterior.
+
+Internal module of :mod:`jobs.core.estimators`. With :math:`u = \\log\\lambda`,
+binned changed counts :math:`c_k` at representative intervals :math:`\\bar t_k`,
+and :math:`A, B` collecting the Gamma prior and the exactly-observed terms, the
+log posterior density of ``u`` is
+
+.. math:: \\ell(u) = \\sum_k c_k \\log\\left(1 - e^{-\\lambda \\bar t_k}\\right) + A u - B\\lambda,
+
+.. math:: \\ell'(u) = \\sum_k c_k\\,\\varphi(\\lambda \\bar t_k) + A - B\\lambda,
+   \\qquad \\varphi(x) = \\frac{x}{e^x - 1},
+
+which is strictly decreasing in ``u`` (``ℓ`` is concave), so the mode is the
+unique root of ``ℓ'``. Setting ``ℓ'(u)=0`` and dividing by λ recovers Cho &
+Garcia-Molina's (2003) irregular-access equation
+:math:`\\sum_i t_i/(e^{\\lambda t_i}-1) = \\sum_j t_j` when ``A = 0`` and ``B``
+is the unchanged exposure.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class CensoredPosterior:
+    """Per-URL arrays of the log posterior above; rows are URLs, columns bins."""
+
+    def __init__(self, counts, tbar, shape_term, rate_term):
+        self.counts = np.asarray(counts, dtype=float)
+        # Empty bins get t=1 so that 0 * finite stays 0 in every sum.
+        self.tbar = np.where(self.counts > 0, np.asarray(tbar, dtype=float), 1.0)
+        self.A = np.asarray(shape_term, dtype=float)
+        self.B = np.asarray(rate_term, dtype=float)
+        self.C = self.counts.sum(axis=1)
+        self.half_ct = 0.5 * (self.counts * self.tbar).sum(axis=1)
+
+    def logpost(self, u, rows):
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            lam = np.exp(u)[:, None]
+            x = lam * self.tbar[rows]
+            changed = (self.counts[rows] * np.log(-np.expm1(-x))).sum(axis=1)
+        return changed + self.A[rows] * u - self.B[rows] * lam[:, 0]
+
+    def score(self, u, rows):
+        """Return ``ℓ'(u)`` and ``ℓ''(u)`` for the given rows."""
+        lam = np.exp(u)
+        x = lam[:, None] * self.tbar[rows]
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            phi = np.where(x > 1e-12, x / np.expm1(x), 1.0)
+            # φ² eˣ = x² / (4 sinh²(x/2)), written so that large x underflows to 0.
+            phi2ex = np.where(x > 1e-12, (x / (2.0 * np.sinh(0.5 * x))) ** 2, 1.0)
+        c = self.counts[rows]
+        d1 = (c * phi).sum(axis=1) + self.A[rows] - self.B[rows] * lam
+        d2 = (c * (phi - phi2ex)).sum(axis=1) - self.B[rows] * lam
+        return d1, d2
+
+    def mode_bracket(self):
+        """Bounds on λ̂ from :math:`1 - x/2 \\le \\varphi(x) \\le 1`.
+
+        Returns ``(lo, hi)`` with ``(C+A)/(B + Σ c t/2) ≤ λ̂ ≤ (C+A)/B``.
+        """
+        num = self.C + self.A
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return num / (self.B + self.half_ct), num / self.B
+
+
+def solve_decreasing(fun, lo, hi, rows, *, x0=None, xtol=1e-12, maxiter=100):
+    """Safeguarded Newton for a decreasing function on brackets ``[lo, hi]``, vectorised.
+
+    ``fun(x, rows)`` returns ``(f, f')``. A Newton step that leaves the current
+    bracket (or is not finite) is replaced by bisection, so every row converges
+    at least linearly; near the root steps are Newton (quadratic).
+
+    Returns
+    -------
+    x, converged, iterations : ndarray
+    """
+    lo = np.array(lo, dtype=float)
+    hi = np.array(hi, dtype=float)
+    x = 0.5 * (lo + hi) if x0 is None else np.clip(np.array(x0, dtype=float), lo, hi)
+    converged = hi - lo <= xtol * (1.0 + np.abs(x))
+    iterations = np.zeros(len(x), dtype=np.int64)
+    active = np.flatnonzero(~converged)
+    for _ in range(maxiter):
+        if active.size == 0:
+            break
+        xa = x[active]
+        f, df = fun(xa, rows[active])
+        iterations[active] += 1
+        above = f > 0
+        lo[active] = np.where(above, xa, lo[active])
+        hi[active] = np.where(above, hi[active], xa)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = xa - f / df
+        inside = np.isfinite(step) & (step >= lo[active]) & (step <= hi[active])
+        tol = xtol * (1.0 + np.abs(xa))
+        # Judge convergence on the Newton step itself: at the root it lands on
+        # a bracket end, which must not trigger a bisection away from it.
+        done = (f == 0) | (inside & (np.abs(step - xa) <= tol)) | (hi[active] - lo[active] <= tol)
+        new = np.where(inside, step, 0.5 * (lo[active] + hi[active]))
+        x[active] = np.where(f == 0, xa, new)
+        converged[active] = done
+        active = active[~done]
+    return x, converged, iterations
+
+
+def solve_mode(post: CensoredPosterior, *, xtol=1e-12, maxiter=100):
+    """Posterior mode of ``u = log λ`` per row: λ̂, converged, iterations.
+
+    Rows with no evidence for a change (``C + A = 0``) have λ̂ = 0; rows with
+    no evidence against (``B = 0``) have λ̂ = ∞; both are exact, not failures.
+    """
+    n = len(post.C)
+    lam_lo, lam_hi = post.mode_bracket()
+    lam = np.full(n, np.nan)
+    conv = np.ones(n, dtype=bool)
+    iters = np.zeros(n, dtype=np.int64)
+    lam[post.C + post.A <= 0] = 0.0
+    lam[(post.C + post.A > 0) & (post.B <= 0)] = np.inf
+    closed = (post.C == 0) & (post.A > 0) & (post.B > 0)
+    lam[closed] = post.A[closed] / post.B[closed]
+    rows = np.flatnonzero(np.isnan(lam))
+    if rows.size:
+        lo, hi = np.log(lam_lo[rows]), np.log(lam_hi[rows])
+        u, c, it = solve_decreasing(post.score, lo, hi, rows, x0=lo, xtol=xtol, maxiter=maxiter)
+        lam[rows], conv[rows], iters[rows] = np.exp(u), c, it
+    return lam, conv, iters
+
+
+def likelihood_ratio_interval(post: CensoredPosterior, lam_hat, drop, *, xtol=1e-10,
+                              maxiter=100):
+    """Endpoints of ``{u : ℓ(u) ≥ ℓ(û) − drop}`` per row (0 / ∞ when unbounded)."""
+    n = len(lam_hat)
+    lo_out = np.zeros(n)
+    hi_out = np.full(n, np.inf)
+    ok = np.flatnonzero(np.isfinite(lam_hat) & (lam_hat > 0))
+    if ok.size == 0:
+        return lo_out, hi_out
+    u_hat = np.log(lam_hat[ok])
+    threshold = post.logpost(u_hat, ok) - drop
+    position = np.full(n, -1)
+    position[ok] = np.arange(ok.size)
+
+    def gap(u, rows):
+        return post.logpost(u, rows) - threshold[position[rows]]
+
+    for side in (+1.0, -1.0):
+        # Expand a step outwards from the mode until the curve falls below the threshold.
+        step = np.ones(ok.size)
+        far = u_hat + side * step
+        for _ in range(8):
+            short = gap(far, ok) >= 0
+            if not short.any():
+                break
+            step = np.where(short, 2.0 * step, step)
+            far = u_hat + side * step
+        bounded = gap(far, ok) < 0
+        rows = ok[bounded]
+        if rows.size == 0:
+            continue
+
+        def signed(u, r, side=side):
+            f = gap(u, r)
+            d1, _ = post.score(u, r)
+            # Orient so the function decreases in u on this side of the mode.
+            return (f, d1) if side > 0 else (-f, -d1)
+
+        a, b = u_hat[bounded], far[bounded]
+        lo, hi = (a, b) if side > 0 else (b, a)
+        u, _, _ = solve_decreasing(signed, lo, hi, rows, xtol=xtol, maxiter=maxiter)
+        (hi_out if side > 0 else lo_out)[rows] = np.exp(u)
+    return lo_out, hi_out

@@ -1,0 +1,231 @@
+"""Small object-store layer shared by publish and verify: S3 (boto3) or a local directory.
+
+A location is ``s3://bucket/prefix`` (``s3a://`` is accepted and means the same
+bucket), ``file:///abs/dir`` or a plain path. Keys are always ``/``-separated and
+relative to the store root (the bucket, or the directory), so a manifest written
+to S3 and one written to a directory list the same kind of key.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import random
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+from urllib.parse import urlparse
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+T = TypeVar("T")
+
+# Error codes S3 (and S3-compatible servers) use for "try again later".
+TRANSIENT_ERROR_CODES = frozenset({
+    "InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException",
+    "RequestTimeout", "RequestTimeTooSkewed", "RequestLimitExceeded", "TooManyRequestsException",
+})
+TRANSIENT_EXCEPTIONS = (
+    botocore.exceptions.ConnectionError,  # endpoint/connect/closed/proxy connection errors
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ResponseStreamingError,
+)
+# Attempts botocore itself makes per HTTP request; with_retries wraps whole operations.
+BOTOCORE_MAX_ATTEMPTS = 3
+
+
+class ObjectNotFound(KeyError):
+    """The requested key does not exist in the store."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A parsed store location: ``bucket`` is None for a local directory ``root``."""
+
+    bucket: str | None
+    root: str | None
+    prefix: str
+
+    @property
+    def is_s3(self) -> bool:
+        return self.bucket is not None
+
+    def uri(self, key: str = "") -> str:
+        """Human-readable address of ``key`` (for messages only)."""
+        if self.is_s3:
+            return f"s3://{self.bucket}/{key}"
+        return str(Path(self.root, key))
+
+
+def parse_location(uri: str) -> Location:
+    """Parse ``s3://``/``s3a://``/``file://`` URIs or plain paths into a Location."""
+    if not isinstance(uri, str) or not uri.strip():
+        raise ValueError(f"location must be a non-empty string, got {uri!r}")
+    parsed = urlparse(uri)
+    if parsed.scheme in ("s3", "s3a"):
+        if not parsed.netloc:
+            raise ValueError(f"S3 location {uri!r} has no bucket")
+        return Location(bucket=parsed.netloc, root=None, prefix=parsed.path.strip("/"))
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"file URI {uri!r} must be file:///absolute/path")
+        return Location(bucket=None, root=os.path.abspath(parsed.path), prefix="")
+    if parsed.scheme and len(parsed.scheme) > 1:  # one letter: a Windows drive, i.e. a path
+        raise ValueError(f"unsupported location scheme {parsed.scheme!r} in {uri!r}")
+    return Location(bucket=None, root=os.path.abspath(uri), prefix="")
+
+
+def join_key(*parts: str) -> str:
+    """Join key parts with ``/``, dropping empty parts and stray slashes."""
+    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: 5xx, throttling, timeouts, dropped connections."""
+    if isinstance(exc, TRANSIENT_EXCEPTIONS):
+        return True
+    if isinstance(exc, botocore.exceptions.ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return error.get("Code") in TRANSIENT_ERROR_CODES or status >= 500 or status == 429
+    return False
+
+
+def with_retries(operation: Callable[[], T], *, attempts: int = 5, base_delay_s: float = 0.2,
+                 max_delay_s: float = 10.0, sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None) -> T:
+    """Run ``operation`` and retry transient failures with exponential backoff + full jitter.
+
+    Attempt ``n`` (0-based) that fails transiently sleeps ``uniform(0, min(max, base*2**n))``;
+    jitter keeps many workers from retrying in lock-step. Non-transient errors and the
+    last transient one propagate unchanged.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    rng = rng or random.Random()
+    for attempt in range(attempts):
+        try:
+            return operation()
+        except Exception as exc:  # noqa: BLE001 - filtered by is_transient
+            if attempt == attempts - 1 or not is_transient(exc):
+                raise
+            sleep(rng.uniform(0.0, min(max_delay_s, base_delay_s * 2 ** attempt)))
+    raise AssertionError("unreachable")
+
+
+def make_s3_client(endpoint_url: str | None = None, max_pool_connections: int = 10):
+    """A boto3 S3 client with standard-mode retries; endpoint from arg or AWS config/env."""
+    config = Config(retries={"mode": "standard", "total_max_attempts": BOTOCORE_MAX_ATTEMPTS},
+                    max_pool_connections=max_pool_connections,
+                    connect_timeout=10, read_timeout=60)
+    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """One listing entry: key, size in bytes and ETag (quotes stripped; '' locally)."""
+
+    key: str
+    size: int
+    etag: str
+
+
+class S3Store:
+    """Objects in one S3 bucket via boto3."""
+
+    def __init__(self, bucket: str, client) -> None:
+        self.bucket = bucket
+        self.client = client
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=key)
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise ObjectNotFound(key) from exc
+            raise
+        return response["Body"].read()
+
+    def put_bytes(self, key: str, data: bytes, *, content_type: str,
+                  metadata: dict[str, str] | None = None) -> str:
+        """Upload ``data``; S3 checks the SHA-256 we send, so corruption in transit fails."""
+        response = self.client.put_object(
+            Bucket=self.bucket, Key=key, Body=data, ContentType=content_type,
+            Metadata=metadata or {}, ChecksumAlgorithm="SHA256",
+            ChecksumSHA256=base64.b64encode(hashlib.sha256(data).digest()).decode())
+        return response.get("ETag", "").strip('"')
+
+    def list(self, prefix: str) -> Iterator[ListedObject]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                yield ListedObject(item["Key"], int(item["Size"]), item.get("ETag", "").strip('"'))
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
+            batch = [{"Key": k} for k in keys[start:start + 1000]]
+            response = self.client.delete_objects(Bucket=self.bucket,
+                                                  Delete={"Objects": batch, "Quiet": True})
+            if response.get("Errors"):
+                raise RuntimeError(f"delete failed in s3://{self.bucket}: {response['Errors'][:5]}")
+
+
+class LocalStore:
+    """Objects as files under a directory; writes are atomic (temp file + rename)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise ValueError(f"invalid key {key!r}")
+        return self.root / key
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError as exc:
+            raise ObjectNotFound(key) from exc
+
+    def put_bytes(self, key: str, data: bytes, *, content_type: str,
+                  metadata: dict[str, str] | None = None) -> str:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A reader must never see a half-written file under its final name.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return ""
+
+    def list(self, prefix: str) -> Iterator[ListedObject]:
+        base = self.root / prefix if prefix else self.root
+        start = base if base.is_dir() else base.parent
+        if not start.is_dir():
+            return
+        for path in sorted(start.rglob("*")):
+            key = path.relative_to(self.root).as_posix()
+            if path.is_file() and key.startswith(prefix) and not path.name.startswith(".tmp-"):
+                yield ListedObject(key, path.stat().st_size, "")
+
+    def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            self._path(key).unlink(missing_ok=True)
+
+
+def open_store(uri: str, *, endpoint_url: str | None = None,
+               max_pool_connections: int = 10) -> tuple[S3Store | LocalStore, Location]:
+    """Return the store for ``uri`` and its parsed Location (whose prefix keys start with)."""
+    location = parse_location(uri)
+    if location.is_s3:
+        client = make_s3_client(endpoint_url, max_pool_connections)
+        return S3Store(location.bucket, client), location
+    return LocalStore(location.root), location

@@ -1,0 +1,244 @@
+"""Every table's contract, as code. Jobs check inputs against these at their boundary.
+
+``python -m jobs.schemas --markdown`` renders the tables of docs/contract.md; a test keeps
+the document and this module identical. Types are checked by kind (any integer width is an
+``int``, ``string`` and ``large_string`` are both ``string``) so producers need not match
+our exact Arrow widths; extra columns in inputs are ignored.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+
+_ARROW = {
+    "string": pa.string(), "int": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(),
+    "float": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"), "date": pa.date32(),
+}
+_SPARK = {"string": "string", "int": "bigint", "int32": "int", "bool": "boolean",
+          "float": "double", "timestamp": "timestamp", "date": "date"}
+
+
+def _kind_ok(kind: str, t: pa.DataType) -> bool:
+    if kind == "string":
+        return pa.types.is_string(t) or pa.types.is_large_string(t)
+    if kind in ("int", "int32"):
+        return pa.types.is_integer(t)
+    if kind == "bool":
+        return pa.types.is_boolean(t)
+    if kind == "float":
+        return pa.types.is_floating(t) or pa.types.is_integer(t)
+    if kind == "timestamp":
+        # Naive timestamps are read as UTC (documented in docs/contract.md).
+        return pa.types.is_timestamp(t) and t.tz in (None, "UTC", "+00:00", "Etc/UTC")
+    if kind == "date":
+        return pa.types.is_date(t)
+    raise ValueError(kind)
+
+
+@dataclass(frozen=True)
+class Col:
+    name: str
+    kind: str
+    doc: str
+    nullable: bool = False
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    layout: str
+    doc: str
+    columns: tuple[Col, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, _ARROW[c.kind], nullable=c.nullable or not c.required)
+                          for c in self.columns])
+
+    def spark_ddl(self) -> str:
+        return ", ".join(f"{c.name} {_SPARK[c.kind]}" for c in self.columns)
+
+
+class SchemaError(ValueError):
+    """An input file does not meet its contract; says which file and which column."""
+
+    def __init__(self, table: str, file: str, column: Optional[str], problem: str):
+        self.table, self.file, self.column, self.problem = table, file, column, problem
+        where = f"column '{column}'" if column else "file"
+        super().__init__(f"{table}: {file}: {where}: {problem}")
+
+
+def check_schema(contract: Contract, schema: pa.Schema, file: str) -> None:
+    """Raise SchemaError unless ``schema`` has every required column with the right kind."""
+    for col in contract.columns:
+        idx = schema.get_field_index(col.name)
+        if idx < 0:
+            if col.required:
+                raise SchemaError(contract.name, file, col.name, "required column is missing")
+            continue
+        actual = schema.field(idx).type
+        # An all-null column of a nullable field is written with Arrow's null type.
+        if pa.types.is_null(actual) and (col.nullable or not col.required):
+            continue
+        if not _kind_ok(col.kind, actual):
+            raise SchemaError(contract.name, file, col.name,
+                              f"expected {col.kind}, found {actual}")
+
+
+def check_files(contract: Contract, files: list[str], filesystem=None) -> None:
+    """Check every Parquet file's footer against ``contract`` (footers only, no data)."""
+    for path in files:
+        try:
+            schema = pq.read_schema(path, filesystem=filesystem)
+        except Exception as exc:  # noqa: BLE001 - any failure to read a footer is "unreadable"
+            raise SchemaError(contract.name, path, None, f"unreadable Parquet file ({exc})") from exc
+        check_schema(contract, schema, path)
+
+
+def C(name, kind, doc, nullable=False, required=True):
+    return Col(name, kind, doc, nullable, required)
+
+
+FETCH_LOG = Contract("fetch_logs", "fetch_logs/dt=YYYY-MM-DD/*.parquet",
+                     "One row per fetch attempt by the fleet. Extra columns are ignored.", (
+    C("url", "string", "the URL fetched"),
+    C("host", "string", "derived from `url` when absent or null", True, False),
+    C("fetched_at", "timestamp", "when the fetch happened (UTC)"),
+    C("status", "int32", "HTTP status; 0 = network error or timeout"),
+    C("conditional", "bool", "whether the request sent If-None-Match / If-Modified-Since"),
+    C("etag", "string", "the response's raw ETag header", True),
+    C("last_modified", "string", "the response's raw Last-Modified header", True),
+    C("content_hash", "string", "fingerprint of the normalised main content (2xx only)", True),
+    C("bytes", "int", "bytes received"),
+    C("elapsed_ms", "int32", "response time", True, False),
+    C("lane", "string", "the schedule row's lane", True, False),
+))
+
+IMPORTANCE = Contract("importance", "importance/*.parquet",
+                      "Optional. URLs missing from it get `policy.default_importance`.", (
+    C("url", "string", "the URL"),
+    C("importance", "float", "importance weight, >= 0"),
+))
+
+HOST_POLICY = Contract("host_policy", "host_policy/*.parquet",
+                       "Optional. Missing hosts get the `[politeness]` defaults.", (
+    C("host", "string", "the host"),
+    C("crawl_delay_s", "float", "seconds between two requests to the host"),
+    C("max_fetches_per_day", "int", "explicit daily cap", True),
+))
+
+SIGNALS = Contract("signals", "signals/dt=YYYY-MM-DD/*.parquet", "Optional push signals.", (
+    C("url", "string", "the URL said to have changed"),
+    C("signaled_at", "timestamp", "the claimed change time"),
+    C("source", "string", "sitemap, feed, websub or indexnow"),
+))
+
+FRONTIER = Contract("frontier", "frontier/dt=YYYY-MM-DD/*.parquet",
+                    "Optional newly discovered URLs.", (
+    C("url", "string", "the discovered URL"),
+    C("discovered_at", "timestamp", "when it was discovered"),
+    C("importance", "float", "importance if known", True),
+))
+
+STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
+                 "The planner's per-URL memory after the run for dt; the analysts' main table.", (
+    C("url", "string", "the URL"),
+    C("host", "string", "its host"),
+    C("first_seen", "timestamp", "first fetch we saw"),
+    C("last_fetch_at", "timestamp", "last fetch attempt", True),
+    C("last_status", "int32", "status of the last fetch attempt", True),
+    C("last_success_at", "timestamp", "last 2xx/304 fetch", True),
+    C("last_change_at", "timestamp", "fetch time at which a change was last seen", True),
+    C("etag", "string", "last ETag seen (raw)", True),
+    C("last_modified", "string", "last Last-Modified seen (raw)", True),
+    C("content_hash", "string", "last content hash seen", True),
+    C("interval_s", "float", "current revisit interval (seed backoff-and-advance rule)"),
+    C("lambda_hat", "float", "estimated change rate, changes per day"),
+    C("lambda_lo", "float", "lower end of the 90% interval of lambda"),
+    C("lambda_hi", "float", "upper end of the 90% interval of lambda"),
+    C("n_fetches", "int", "fetch attempts seen"),
+    C("n_observations", "int", "changed/unchanged observations seen"),
+    C("n_changes", "int", "observations that found a change"),
+    C("exposure_days", "float", "sum of observed intervals (days)"),
+    C("n_errors", "int", "fetches with status 0, 429 or 5xx"),
+    C("consecutive_gone", "int32", "consecutive 404/410 answers"),
+    C("gone", "bool", "confirmed gone; only re-checked rarely"),
+    C("importance", "float", "importance weight used"),
+    C("lane", "string", "refresh or fast"),
+    C("updated_dt", "date", "run date that wrote this row"),
+))
+
+SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
+                    "Per-host fetch schedule for the 24 h from D+1 00:00 UTC; each host lies in "
+                    "exactly one shard file.", (
+    C("host", "string", "host; all of a host's rows are in one file"),
+    C("url", "string", "URL to fetch"),
+    C("not_before", "timestamp", "earliest fetch time (UTC); a host's rows are >= crawl delay apart"),
+    C("lane", "string", "refresh, fast or discovery"),
+    C("method", "string", "conditional or full"),
+    C("if_none_match", "string", "If-None-Match value (validated ETag)", True),
+    C("if_modified_since", "string", "If-Modified-Since value (validated HTTP-date)", True),
+    C("priority", "float", "importance x P(changed); higher goes first"),
+    C("p_changed", "float", "P(changed since the last fetch) at not_before"),
+))
+
+QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
+                      "Input rows that failed validation, with the reason; never dropped silently.", (
+    C("source", "string", "input table"),
+    C("reason", "string", "null_url, bad_url, bad_status, negative_bytes, null_fetched_at, "
+                          "future_fetched_at, bad_importance, bad_crawl_delay"),
+    C("url", "string", "the row's url", True),
+    C("row_json", "string", "the whole row as JSON"),
+))
+
+METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet", "One row of run figures.", (
+    C("dt", "date", "run date"),
+    C("policy", "string", "refresh policy"),
+    C("urls_known", "int", "URLs in state"),
+    C("urls_gone", "int", "URLs confirmed gone"),
+    C("log_rows", "int", "fetch-log rows read"),
+    C("quarantined_rows", "int", "input rows quarantined (all tables)"),
+    C("budget", "int", "daily fetch budget"),
+    C("planned_total", "int", "schedule rows"),
+    C("planned_refresh", "int", "refresh-lane rows"),
+    C("planned_fast", "int", "fast-lane rows"),
+    C("planned_discovery", "int", "discovery-lane rows"),
+    C("due_total", "int", "visits due in the window before budget and host caps"),
+    C("carried_over", "int", "due visits that did not fit (budget or host cap)"),
+    C("hosts", "int", "hosts in the schedule"),
+    C("expected_freshness", "float", "importance-weighted expected freshness of known URLs "
+                                     "under the planned rates"),
+    C("config_json", "string", "the config that produced the run"),
+))
+
+CONTRACTS = {c.name: c for c in (FETCH_LOG, IMPORTANCE, HOST_POLICY, SIGNALS, FRONTIER, STATE,
+                                 SCHEDULE, QUARANTINE, METRICS)}
+
+
+def markdown() -> str:
+    out = []
+    for c in CONTRACTS.values():
+        out += [f"### `{c.layout}`", "", c.doc, "", "| column | type | nullable | required | meaning |",
+                "|---|---|---|---|---|"]
+        for col in c.columns:
+            out.append(f"| `{col.name}` | {col.kind} | {'yes' if col.nullable else 'no'} | "
+                       f"{'yes' if col.required else 'no'} | {col.doc} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--markdown"]:
+        print(markdown())
+    else:
+        print("usage: python -m jobs.schemas --markdown")

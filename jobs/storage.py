@@ -1,0 +1,66 @@
+"""Paths that are local directories here and object-store URIs on a cluster.
+
+Spark reads and writes the paths itself; this module covers the small driver-side
+needs (listing files for footer checks, tiny JSON run records) through pyarrow.fs,
+which understands local paths and s3:// (s3a:// is mapped to s3://).
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+from typing import Any, Optional
+
+import pyarrow.fs as pafs
+
+
+def _resolve(uri: str):
+    if uri.startswith("s3a://"):
+        uri = "s3://" + uri[len("s3a://"):]
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), uri
+
+
+def exists(uri: str) -> bool:
+    fs, path = _resolve(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def list_parquet_files(uri: str) -> list[str]:
+    """Data files under ``uri`` (recursive), skipping Spark's _/. marker files."""
+    fs, path = _resolve(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        return []
+    if info.type == pafs.FileType.File:
+        return [uri]
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    prefix = uri[: len(uri) - len(path)] if uri.endswith(path) else ""
+    out = []
+    for i in infos:
+        name = posixpath.basename(i.path)
+        if i.type != pafs.FileType.File or name.startswith(("_", ".")):
+            continue
+        if any(part.startswith(("_", ".")) for part in i.path[len(path):].split("/")[:-1]):
+            continue
+        out.append(prefix + i.path)
+    return sorted(out)
+
+
+def filesystem_for(uri: str):
+    return _resolve(uri)[0]
+
+
+def read_json(uri: str) -> Optional[Any]:
+    fs, path = _resolve(uri)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return None
+    with fs.open_input_stream(path) as fh:
+        return json.loads(fh.read().decode())
+
+
+def write_json(uri: str, obj: Any) -> None:
+    fs, path = _resolve(uri)
+    fs.create_dir(posixpath.dirname(path), recursive=True)
+    with fs.open_output_stream(path) as fh:
+        fh.write(json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
