@@ -64,3 +64,10 @@ def write_json(uri: str, obj: Any) -> None:
     fs.create_dir(posixpath.dirname(path), recursive=True)
     with fs.open_output_stream(path) as fh:
         fh.write(json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+
+
+def delete_dir(uri: str) -> None:
+    """Remove ``uri`` and everything under it, if present."""
+    fs, path = _resolve(uri)
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        fs.delete_dir(path)

@@ -1,0 +1,90 @@
+"""The day's budget cut, per lane, solved from a priority histogram on the driver.
+
+Every candidate visit falls in a log-spaced priority bin (16 per octave). The driver
+collects only (lane, bin, count) rows, gives each lane its budget and finds the bin at
+which the lane's budget runs out; build_schedule keeps every visit above that bin and,
+inside it, exactly the number that still fits, by priority. So the total never exceeds
+the budget and no per-URL data reaches the driver.
+
+Lane budgets: fast and discovery get their configured shares (or less, if they have
+fewer candidates); refresh gets everything else, including the audit share while no
+audit visits are planned.
+"""
+from __future__ import annotations
+
+import math
+
+from jobs.config import Config
+
+BINS_PER_OCTAVE = 16
+ZERO_BIN = -100_000
+LANES = ("fast", "discovery", "refresh")
+
+
+def bin_column():
+    from pyspark.sql import functions as F
+
+    return (F.when(F.col("priority") > 0,
+                   F.floor(F.log2("priority") * BINS_PER_OCTAVE)).otherwise(ZERO_BIN)
+            .cast("long"))
+
+
+def lane_budgets(cfg: Config, counts: dict) -> dict:
+    total = cfg.budget.daily_fetches
+    fast = min(counts.get("fast", 0), math.floor(cfg.budget.fast_share * total))
+    discovery = min(counts.get("discovery", 0), math.floor(cfg.budget.discovery_share * total))
+    return {"fast": fast, "discovery": discovery, "refresh": total - fast - discovery}
+
+
+def cut_lane(hist: dict, budget: int) -> dict:
+    """``hist`` maps bin -> count. Returns the threshold bin and how many to take in it."""
+    taken = 0
+    for b in sorted(hist, reverse=True):
+        if taken + hist[b] > budget:
+            return {"threshold_bin": b, "boundary_take": budget - taken, "selected": budget}
+        taken += hist[b]
+    return {"threshold_bin": None, "boundary_take": 0, "selected": taken}
+
+
+def solve(candidates, cfg: Config) -> dict:
+    """Per-lane budget, candidate count, threshold bin and boundary take."""
+    from pyspark.sql import functions as F
+
+    rows = (candidates.filter(F.col("url").isNotNull()).withColumn("bin", bin_column())
+            .groupBy("lane", "bin").count().collect())
+    hist: dict = {}
+    for r in rows:
+        hist.setdefault(r["lane"], {})[int(r["bin"])] = int(r["count"])
+    counts = {lane: sum(h.values()) for lane, h in hist.items()}
+    budgets = lane_budgets(cfg, counts)
+    out = {}
+    for lane in LANES:
+        out[lane] = {"budget": budgets[lane], "candidates": counts.get(lane, 0),
+                     **cut_lane(hist.get(lane, {}), budgets[lane])}
+    return out
+
+
+def apply(candidates, cut: dict):
+    """Keep the visits inside each lane's budget (exactly ``selected`` per lane)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    visits = candidates.filter(F.col("url").isNotNull()).withColumn("bin", bin_column())
+    keep_all = F.lit(False)
+    boundary = F.lit(False)
+    for lane, c in cut.items():
+        in_lane = F.col("lane") == lane
+        if c["threshold_bin"] is None:
+            keep_all = keep_all | in_lane
+        else:
+            keep_all = keep_all | (in_lane & (F.col("bin") > c["threshold_bin"]))
+            boundary = boundary | (in_lane & (F.col("bin") == c["threshold_bin"]))
+    above = visits.filter(keep_all)
+    # Only the boundary bins' rows are ranked globally; they are a small slice.
+    edge = visits.filter(boundary & ~keep_all)
+    order = Window.partitionBy("lane").orderBy(F.desc("priority"), "url", "due_s")
+    takes = F.create_map(*[x for lane, c in cut.items()
+                           for x in (F.lit(lane), F.lit(int(c["boundary_take"])))])
+    edge = (edge.withColumn("_rank", F.row_number().over(order))
+            .filter(F.col("_rank") <= takes[F.col("lane")]).drop("_rank"))
+    return above.unionByName(edge).drop("bin")

@@ -1,0 +1,140 @@
+"""Stage 4: candidates -> per-host schedule shards for D+1, checked, plus metrics/dt=D.
+
+Applies the budget cut, places each host's visits at least its crawl delay apart, and
+writes one deterministic Parquet file per shard from the executors (every host lies in
+exactly one shard). A schedule that would be absurd (over budget, a host's rows closer
+than its crawl delay, or empty while visits are due) fails here, before anything is
+published. ``_shards.json`` is written last and is what publish trusts.
+
+Run: ``python -m jobs.build_schedule --date D`` or ``spark-submit jobs/build_schedule.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date, timedelta
+
+if __package__ in (None, ""):  # spark-submit runs this file as a script
+    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from jobs import budget_cut, schemas, shards, storage  # noqa: E402
+from jobs.allocate import planning_window, work_path  # noqa: E402
+from jobs.config import Config, add_config_args, config_from_args  # noqa: E402
+from jobs.core import plan  # noqa: E402
+from jobs.runlog import read_stage_record, write_stage_record  # noqa: E402
+from jobs.spark_session import get_spark  # noqa: E402
+
+SHARD_RESULT_DDL = shards.SHARD_INFO_DDL + ", min_gap_ratio double"
+
+
+class AbsurdScheduleError(RuntimeError):
+    """The schedule breaks the budget, a crawl delay, or is empty while visits are due."""
+
+
+def schedule_date(run_date: str) -> str:
+    return (date.fromisoformat(run_date) + timedelta(days=1)).isoformat()
+
+
+def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_end: float):
+    def write_group(pdf: pd.DataFrame) -> pd.DataFrame:
+        placed, min_ratio = [], np.inf
+        for _, g in pdf.groupby("host", sort=True):
+            delay = float(g["crawl_delay_s"].iloc[0])
+            t = plan.place_in_slots(g["due_s"].to_numpy(), delay, window_start, window_end,
+                                    g["priority"].to_numpy())
+            if len(t) > 1:
+                min_ratio = min(min_ratio, float(np.diff(np.sort(t)).min() / delay))
+            placed.append(g.assign(not_before=pd.to_datetime(t, unit="s", utc=True).floor("us")))
+        rows = pd.concat(placed, ignore_index=True)
+        info = shards.write_shard(rows[schemas.SCHEDULE.names], out_dir,
+                                  int(pdf["shard"].iloc[0]), n_shards=n_shards)
+        out = {k: v for k, v in info.items() if k != "lanes"}
+        out["lanes_json"] = json.dumps(info["lanes"], sort_keys=True)
+        out["min_gap_ratio"] = None if np.isinf(min_ratio) else min_ratio
+        return pd.DataFrame([out])
+    return write_group
+
+
+def check_schedule(infos: list[dict], cfg: Config, due_total: int) -> None:
+    rows = sum(i["rows"] for i in infos)
+    if rows > cfg.budget.daily_fetches:
+        raise AbsurdScheduleError(f"{rows} rows exceed the budget {cfg.budget.daily_fetches}")
+    gaps = [i["min_gap_ratio"] for i in infos if i.get("min_gap_ratio") is not None]
+    if gaps and min(gaps) < 1.0 - 1e-9:
+        raise AbsurdScheduleError(f"a host's rows are closer than its crawl delay "
+                                  f"(min gap = {min(gaps):.3f} x delay)")
+    if rows == 0 and due_total > 0 and cfg.budget.daily_fetches > 0:
+        raise AbsurdScheduleError(f"no rows scheduled while {due_total} visits are due")
+
+
+def run(cfg: Config, run_date: str, spark=None) -> dict:
+    from pyspark.sql import functions as F
+
+    spark = spark or get_spark(cfg, "build_schedule")
+    window_start, window_end = planning_window(run_date)
+    cut = storage.read_json(work_path(cfg, run_date, "cut.json"))
+    if cut is None:
+        raise FileNotFoundError(f"no budget cut for {run_date}; run allocate first")
+    candidates = spark.read.parquet(work_path(cfg, run_date, "candidates"))
+    selected = budget_cut.apply(candidates, cut)
+    n_shards = cfg.schedule.n_shards
+    selected = selected.withColumn(
+        "shard", F.pmod(F.crc32(F.col("host").cast("binary")), F.lit(n_shards)).cast("int"))
+
+    out_dir = cfg.paths.table("schedules", schedule_date(run_date))
+    # A rerun replaces the date's files (names are content-addressed, so stale ones linger).
+    storage.delete_dir(out_dir)
+    infos = [r.asDict() for r in selected.groupBy("shard").applyInPandas(
+        _place_and_write(out_dir, n_shards, window_start, window_end), SHARD_RESULT_DDL
+    ).collect()]  # one small row per shard file, not per URL
+    alloc = read_stage_record(cfg, run_date, "allocate")
+    check_schedule(infos, cfg, int(alloc.get("due_total", 0)))
+    clean = [shards.shard_info_from_record(i) for i in sorted(infos, key=lambda i: i["shard"])]
+    shards.write_shard_index(out_dir, clean)
+
+    per_lane = {lane: sum(i["lanes"].get(lane, 0) for i in clean)
+                for lane in ("refresh", "fast", "discovery")}
+    record = {"planned_total": sum(i["rows"] for i in clean), "hosts": sum(i["hosts"] for i in clean),
+              "files": len(clean), **{f"planned_{k}": v for k, v in per_lane.items()},
+              "schedule_dir": out_dir}
+    write_stage_record(cfg, run_date, "build_schedule", record)
+    write_metrics(spark, cfg, run_date, record)
+    return record
+
+
+def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
+    upd = read_stage_record(cfg, run_date, "update_state")
+    alloc = read_stage_record(cfg, run_date, "allocate")
+    due = int(alloc.get("due_total", 0))
+    row = {
+        "dt": date.fromisoformat(run_date), "policy": cfg.policy.name,
+        "urls_known": int(upd.get("urls_known", 0)), "urls_gone": int(upd.get("urls_gone", 0)),
+        "log_rows": int(upd.get("log_rows", 0)),
+        "quarantined_rows": int(upd.get("quarantined_fetch_logs", 0))
+        + int(upd.get("quarantined_importance", 0)) + int(alloc.get("quarantined_rows", 0)),
+        "budget": cfg.budget.daily_fetches, "planned_total": built["planned_total"],
+        "planned_refresh": built["planned_refresh"], "planned_fast": built["planned_fast"],
+        "planned_discovery": built["planned_discovery"], "due_total": due,
+        "carried_over": due - built["planned_total"], "hosts": built["hosts"],
+        "expected_freshness": alloc.get("expected_freshness"),
+        "config_json": json.dumps(cfg.to_dict(), sort_keys=True),
+    }
+    df = spark.createDataFrame(pd.DataFrame([row]), schemas.METRICS.spark_ddl())
+    df.coalesce(1).write.mode("overwrite").parquet(cfg.paths.table("metrics", run_date))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--date", required=True, help="logical date D (YYYY-MM-DD)")
+    add_config_args(parser)
+    args = parser.parse_args(argv)
+    print(run(config_from_args(args), args.date))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
