@@ -1,0 +1,205 @@
+"""Empirical-Bayes shrinkage of per-URL change rates towards a host (or template) prior.
+
+A URL with a handful of fetches says little about its own λ, but URLs of the
+same host (or host + first path segment) tend to change alike. We fit, per
+group, a Gamma(α, β) prior for λ from the batch and use it in place of the weak
+smoothing prior of :func:`jobs.core.estimators.estimate_rate`.
+
+Fit (random-effects meta-analysis on the log scale, DerSimonian & Laird,
+"Meta-analysis in clinical trials", Controlled Clinical Trials 7:177-188, 1986;
+empirical Bayes in the sense of Morris, JASA 78:47-55, 1983):
+
+1. each URL with at least ``min_obs`` effective observations gives
+   :math:`y_i = \\log\\hat\\lambda_i` (weak-prior estimate) and a within-URL
+   variance :math:`s_i^2` from the posterior curvature;
+2. between-URL variance, method of moments:
+   :math:`\\hat\\tau^2 = \\max\\left(0, \\frac{Q - (k-1)}{\\sum w_i - \\sum w_i^2/\\sum w_i}\\right)`,
+   :math:`Q = \\sum w_i (y_i - \\bar y_w)^2`, :math:`w_i = 1/s_i^2`;
+3. group centre :math:`\\hat\\mu = \\sum w_i^* y_i / \\sum w_i^*`,
+   :math:`w_i^* = 1/(s_i^2 + \\hat\\tau^2)`;
+4. Gamma prior matched to :math:`N(\\hat\\mu, \\hat\\tau^2)` on ``log λ`` by Laplace
+   matching (same mode and curvature of the log-density of ``log λ``, which is
+   what the log-scale posterior mode uses): :math:`\\alpha = 1/\\hat\\tau^2`,
+   :math:`\\beta = \\alpha e^{-\\hat\\mu}`, with α clipped to
+   ``[min_shape, max_shape]`` so a homogeneous host never freezes its URLs.
+
+Groups with fewer than ``min_urls`` informative URLs fall back to the pooled
+rate of the group (all its statistics summed, which are still sufficient) with
+strength ``fallback_shape``; groups with less than ``min_obs`` pooled
+observations get no prior (NaN, i.e. the default smoothing prior).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .estimators import estimate_rate
+from .estimators_solver import CensoredPosterior
+from .estimators_stats import (CHANGED_COUNT_COLUMNS, CHANGED_TSUM_COLUMNS, LM_CHANGES,
+                               LM_EXPOSURE, STATS_COLUMNS, UNCHANGED_EXPOSURE, check_stats)
+
+PRIOR_COLUMNS = ("prior_shape", "prior_rate", "prior_mean", "log_mean", "log_var_between",
+                 "n_urls", "n_observed", "method", "converged", "iterations")
+
+_URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?([^/?#:]+)(?::\d+)?(/[^/?#]*)?"
+
+
+def group_key_from_url(urls, level: str = "host") -> pd.Series:
+    """Shrinkage group of each URL: its lower-cased host, or host + first path segment.
+
+    ``level="template"`` maps ``https://ex.com/news/2024/x`` to ``ex.com/news``;
+    ``level="host"`` to ``ex.com``. Unparseable URLs map to ``""``.
+    """
+    if level not in ("host", "template"):
+        raise ValueError(f"level must be 'host' or 'template', got {level!r}")
+    parts = pd.Series(urls, dtype="string").str.extract(_URL_PATTERN)
+    host = parts[0].str.lower().fillna("")
+    if level == "host":
+        return host.astype(object)
+    first = parts[1].fillna("/").str.rstrip("/")
+    return (host + first).where(host != "", "").astype(object)
+
+
+def _grid_loglik(stats, grid):
+    """Log-likelihood (no prior) of every URL at every grid value of ``u = log λ``."""
+    counts = stats[list(CHANGED_COUNT_COLUMNS)].to_numpy(float)
+    tsums = stats[list(CHANGED_TSUM_COLUMNS)].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tbar = np.where(counts > 0, tsums / counts, 1.0)
+    post = CensoredPosterior(counts, tbar, stats[LM_CHANGES].to_numpy(float),
+                             stats[UNCHANGED_EXPOSURE].to_numpy(float)
+                             + stats[LM_EXPOSURE].to_numpy(float))
+    rows = np.arange(len(stats))
+    loglik = np.column_stack([post.logpost(np.full(len(rows), u), rows) for u in grid])
+    return loglik - loglik.max(axis=1, keepdims=True)
+
+
+def fit_group_priors(stats: pd.DataFrame, groups, *, min_urls: int = 3, min_obs: float = 5.0,
+                     min_shape: float = 0.1, max_shape: float = 20.0,
+                     fallback_shape: float = 1.0, grid_size: int = 96,
+                     rate_range=(1e-4, 1e3), tol: float = 1e-4,
+                     maxiter: int = 200) -> pd.DataFrame:
+    """Fit one Gamma prior per group by marginal maximum likelihood (EM on a grid).
+
+    Parameters
+    ----------
+    stats : pandas.DataFrame
+        ``STATS_COLUMNS`` for the URLs of one or many groups.
+    groups : array_like
+        Group label per row (e.g. from :func:`group_key_from_url`).
+    min_urls : int
+        URLs with observations needed for the EM fit of (μ, τ).
+    min_obs : float
+        Pooled effective observations needed for the pooled fallback.
+    min_shape, max_shape : float
+        Clip for the prior strength α = 1/τ² (≈ pseudo-changes).
+    fallback_shape : float
+        α used with the pooled group rate when the EM fit is not possible.
+    grid_size, rate_range : int, (float, float)
+        Grid of λ (per day, log-spaced) on which likelihoods are evaluated.
+    tol, maxiter : float, int
+        EM stops when μ and τ move less than ``tol`` (log units).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by group, with ``PRIOR_COLUMNS``; ``method`` is ``"em"``,
+        ``"pooled"`` or ``"none"`` (prior NaN, default smoothing applies).
+    """
+    check_stats(stats)
+    groups = np.asarray(groups, dtype=object)
+    if groups.shape != (len(stats),):
+        raise ValueError("groups must have one label per stats row")
+    if not (min_obs > 0 and min_urls >= 2 and 0 < min_shape <= max_shape and fallback_shape > 0
+            and grid_size >= 8 and 0 < rate_range[0] < rate_range[1]):
+        raise ValueError("need min_obs > 0, min_urls >= 2, 0 < min_shape <= max_shape, "
+                         "fallback_shape > 0, grid_size >= 8, 0 < rate_range[0] < rate_range[1]")
+    codes, labels = pd.factorize(pd.Series(groups), sort=True)
+    G = len(labels)
+    n_obs = estimate_rate(stats)["n_obs"].to_numpy()
+    seen = n_obs > 0
+    c = codes[seen]
+    k = np.bincount(c, minlength=G).astype(float)
+    grid = np.linspace(np.log(rate_range[0]), np.log(rate_range[1]), grid_size)
+    lik = np.exp(_grid_loglik(stats[seen], grid))
+    mu, tau2 = np.zeros(G), np.ones(G)
+    mu, tau2, converged, iterations = _em_normal_on_grid(lik, c, k, grid, mu, tau2,
+                                                         1.0 / max_shape, tol, maxiter)
+
+    # Pooled fallback: summed statistics are sufficient for one shared rate.
+    pooled = estimate_rate(stats[list(STATS_COLUMNS)].groupby(codes).sum()).reindex(range(G))
+    use_em = k >= min_urls
+    use_pooled = ~use_em & (pooled["n_obs"].to_numpy() >= min_obs)
+    mu = np.where(use_em, mu, np.where(use_pooled, np.log(pooled["lambda_hat"].to_numpy()), np.nan))
+    shape = np.where(use_em, np.clip(1.0 / tau2, min_shape, max_shape),
+                     np.where(use_pooled, fallback_shape, np.nan))
+    return pd.DataFrame({
+        "prior_shape": shape,
+        "prior_rate": shape * np.exp(-mu),
+        "prior_mean": np.exp(mu),
+        "log_mean": mu,
+        "log_var_between": np.where(use_em, tau2, np.nan),
+        "n_urls": np.bincount(codes, minlength=G),
+        "n_observed": k.astype(np.int64),
+        "method": np.where(use_em, "em", np.where(use_pooled, "pooled", "none")),
+        "converged": np.where(use_em, converged, True),
+        "iterations": np.where(use_em, iterations, 0),
+    }, index=pd.Index(labels, name="group"))
+
+
+def _em_normal_on_grid(lik, codes, k, grid, mu, tau2, tau2_min, tol, maxiter):
+    """EM for a N(μ_g, τ_g²) prior on log λ shared by each group (vectorised over groups).
+
+    E-step: posterior weights of each URL on the grid,
+    :math:`w_{ig} \\propto L_i(u_g)\\,\\phi((u_g-\\mu)/\\tau)`; M-step:
+    :math:`\\mu = \\overline{m_i}`, :math:`\\tau^2 = \\overline{v_i + (m_i-\\mu)^2}`
+    with posterior means/variances :math:`m_i, v_i` (Dempster, Laird & Rubin 1977).
+    """
+    G = len(mu)
+    kk = np.maximum(k, 1.0)
+    converged = np.zeros(G, dtype=bool)
+    iterations = np.zeros(G, dtype=np.int64)
+    for _ in range(maxiter):
+        prior = np.exp(-0.5 * (grid[None, :] - mu[:, None]) ** 2 / tau2[:, None])
+        weights = lik * prior[codes]
+        weights /= np.maximum(weights.sum(axis=1, keepdims=True), 1e-300)
+        m = weights @ grid
+        v = np.maximum(weights @ (grid * grid) - m * m, 0.0)
+        new_mu = np.bincount(codes, m, minlength=G) / kk
+        new_tau2 = np.maximum(np.bincount(codes, v + (m - new_mu[codes]) ** 2, minlength=G) / kk,
+                              tau2_min)
+        step = np.maximum(np.abs(new_mu - mu), np.abs(np.sqrt(new_tau2) - np.sqrt(tau2)))
+        iterations += ~converged
+        mu = np.where(converged, mu, new_mu)
+        tau2 = np.where(converged, tau2, new_tau2)
+        converged |= step < tol
+        if converged.all():
+            break
+    return mu, tau2, converged, iterations
+
+
+def apply_group_priors(stats: pd.DataFrame, groups, priors: pd.DataFrame, **estimate_kwargs
+                       ) -> pd.DataFrame:
+    """Shrunk estimates: :func:`estimate_rate` with each URL's group prior.
+
+    URLs whose group is absent from ``priors`` or has no prior (``method ==
+    "none"``) keep the default smoothing prior. A URL with no observations
+    gets the prior itself: :math:`\\hat\\lambda = \\alpha/\\beta = e^{\\hat\\mu}`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``RESULT_COLUMNS`` plus the ``prior_shape`` and ``prior_rate`` used.
+    """
+    groups = pd.Series(np.asarray(groups, dtype=object), index=stats.index)
+    if len(groups) != len(stats):
+        raise ValueError("groups must have one label per stats row")
+    missing = [c for c in ("prior_shape", "prior_rate") if c not in priors.columns]
+    if missing:
+        raise ValueError(f"priors is missing columns {missing}")
+    shape = groups.map(priors["prior_shape"]).to_numpy(dtype=float)
+    rate = groups.map(priors["prior_rate"]).to_numpy(dtype=float)
+    out = estimate_rate(stats, prior_shape=shape, prior_rate=rate, **estimate_kwargs)
+    out["prior_shape"] = shape
+    out["prior_rate"] = rate
+    return out

@@ -1,0 +1,195 @@
+"""Tests for jobs.core.estimators (stats, estimators, shrinkage) and the accuracy study."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import brentq
+
+from jobs.core import estimators as est
+from jobs.core.estimators_shrinkage import (apply_group_priors, fit_group_priors,
+                                            group_key_from_url)
+
+
+def stats_from(rows, t, changed, n, lm=None):
+    return est.add_observations(est.empty_stats(n), np.asarray(rows), np.asarray(t, float),
+                                np.asarray(changed, bool), lm)
+
+
+def test_stats_columns_are_fixed_and_empty_is_zero():
+    s = est.empty_stats(3)
+    assert list(s.columns) == list(est.STATS_COLUMNS)
+    assert len(est.STATS_COLUMNS) == 2 * est.N_BINS + 5
+    assert (s.to_numpy() == 0).all()
+
+
+def test_add_observations_bins_and_sums():
+    s = stats_from([0, 0, 0, 1], [1.0, 1.1, 30.0, 2.0], [True, True, False, True], 2)
+    k1 = est.interval_bin(1.0)
+    assert est.interval_bin(1.1) == k1
+    assert s.loc[0, est.CHANGED_COUNT_COLUMNS[k1]] == 2
+    assert s.loc[0, est.CHANGED_TSUM_COLUMNS[k1]] == pytest.approx(2.1)
+    assert s.loc[0, "unch_t"] == 30.0 and s.loc[0, "unch_n"] == 1
+    assert s.loc[1, list(est.CHANGED_COUNT_COLUMNS)].sum() == 1
+    assert est.interval_bin([1e-5, 1e5]).tolist() == [0, est.N_BINS - 1]
+
+
+def test_last_modified_routing():
+    lm = np.array([0.25, np.nan, 5.0, 3.0])   # trusted, untrusted, inconsistent (> t), unchanged
+    s = stats_from([0, 0, 0, 0], [1.0, 1.0, 2.0, 4.0], [True, True, True, False], 1, lm)
+    assert s.loc[0, "lm_changes"] == 1 and s.loc[0, "lm_n"] == 2
+    assert s.loc[0, "lm_exposure"] == pytest.approx(0.25 + 4.0)
+    assert s.loc[0, list(est.CHANGED_COUNT_COLUMNS)].sum() == 2   # untrusted + inconsistent
+
+
+@pytest.mark.parametrize("bad", [dict(t=[0.0]), dict(t=[np.nan]), dict(rows=[5]),
+                                 dict(changed=[2]), dict(lm=[-1.0])])
+def test_add_observations_rejects_bad_input(bad):
+    args = dict(rows=[0], t=[1.0], changed=[1], lm=[np.nan]) | bad
+    with pytest.raises(ValueError):
+        est.add_observations(est.empty_stats(1), np.asarray(args["rows"]), np.asarray(args["t"]),
+                             np.asarray(args["changed"]), np.asarray(args["lm"]))
+
+
+def test_decay_halves_after_one_half_life():
+    s = stats_from([0, 0], [1.0, 3.0], [True, False], 1)
+    d = est.decay_stats(s, 30.0, 30.0)
+    np.testing.assert_allclose(d.to_numpy(), 0.5 * s.to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(est.decay_stats(s, 10.0, np.inf).to_numpy(), s.to_numpy())
+    with pytest.raises(ValueError):
+        est.decay_stats(s, 1.0, 0.0)
+
+
+def test_incremental_two_days_equals_one_shot():
+    rng = np.random.default_rng(1)
+    n, h = 50, 20.0
+    r1, r2 = rng.integers(0, n, 200), rng.integers(0, n, 150)
+    t1, t2 = rng.exponential(2, 200) + 0.01, rng.exponential(2, 150) + 0.01
+    c1, c2 = rng.random(200) < 0.4, rng.random(150) < 0.4
+    day1 = est.add_observations(est.empty_stats(n), r1, t1, c1)
+    inc = est.add_observations(est.decay_stats(day1, 1.0, h), r2, t2, c2)
+    # One shot: day-1 observations weighted by the one-day decay factor.
+    w1 = np.exp2(-1.0 / h)
+    one = est.add_observations(est.empty_stats(n), np.r_[r1, r2], np.r_[t1, t2], np.r_[c1, c2])
+    day1_only = est.add_observations(est.empty_stats(n), r1, t1, c1)
+    expected = one.to_numpy() - (1 - w1) * day1_only.to_numpy()
+    np.testing.assert_allclose(inc.to_numpy(), expected, rtol=1e-12, atol=1e-12)
+    nodecay = est.add_observations(day1, r2, t2, c2)
+    np.testing.assert_allclose(nodecay.to_numpy(), one.to_numpy(), rtol=1e-12)
+
+
+def test_update_state_frame_adds_new_urls_and_decays_old():
+    state = pd.concat([pd.DataFrame({"url": ["a"]}), est.empty_stats(1)], axis=1)
+    state.loc[0, "unch_t"] = 8.0
+    obs = pd.DataFrame({"url": ["b", "b", "a"], "interval_days": [1.0, 2.0, 1.0],
+                        "changed": [True, False, False], "lm_age_days": [np.nan] * 3})
+    out = est.update_state_frame(state, obs, elapsed_days=10.0, half_life_days=10.0)
+    assert list(out["url"]) == ["a", "b"]
+    assert out.loc[0, "unch_t"] == pytest.approx(4.0 + 1.0)
+    assert out.loc[1, "unch_t"] == 2.0 and out.loc[1, list(est.CHANGED_COUNT_COLUMNS)].sum() == 1
+
+
+def test_all_unchanged_small_finite_and_all_changed_large_finite():
+    s = stats_from(np.repeat([0, 1], 20), np.ones(40), np.r_[np.zeros(20), np.ones(20)], 2)
+    res = est.estimate_censored_mle(s)
+    lam = res["lambda_hat"].to_numpy()
+    assert np.isfinite(lam).all() and res["converged"].all()
+    assert 0 < lam[0] < 0.05          # 0.5 / (20 + 0.5): half a pseudo-change
+    assert lam[0] == pytest.approx(0.5 / 20.5, rel=1e-12)
+    assert 3.0 < lam[1] < 6.0         # beyond what daily checks can resolve, yet finite
+    assert (res["lambda_lo"] < res["lambda_hat"]).all()
+    assert (res["lambda_hat"] < res["lambda_hi"]).all() and np.isfinite(res["lambda_hi"]).all()
+
+
+@pytest.mark.parametrize("n, x, interval", [(20, 7, 1.0), (10, 9, 0.25), (50, 1, 7.0)])
+def test_equal_intervals_match_closed_form_without_prior(n, x, interval):
+    s = stats_from(np.zeros(n, int), np.full(n, interval), np.arange(n) < x, 1)
+    lam = est.estimate_censored_mle(s, prior_shape=0.0, prior_rate=0.0)["lambda_hat"].iloc[0]
+    assert lam == pytest.approx(-np.log(1 - x / n) / interval, rel=1e-10)
+
+
+def test_vectorised_equals_scalar_brentq():
+    rng = np.random.default_rng(7)
+    n = 300
+    rows = np.repeat(np.arange(n), 15)
+    t = rng.exponential(1.0, rows.size) * 10 ** rng.uniform(-1, 1, n)[rows] + 0.01
+    lam_true = 10 ** rng.uniform(-2, 1, n)
+    changed = rng.random(rows.size) < -np.expm1(-lam_true[rows] * t)
+    s = stats_from(rows, t, changed, n)
+    res = est.estimate_censored_mle(s)
+    b = est.default_prior_rate(s)
+    counts = s[list(est.CHANGED_COUNT_COLUMNS)].to_numpy()
+    tsum = s[list(est.CHANGED_TSUM_COLUMNS)].to_numpy()
+    for i in range(n):
+        keep = counts[i] > 0
+        c, tb = counts[i, keep], tsum[i, keep] / counts[i, keep]
+
+        def equation(lam):
+            with np.errstate(over="ignore"):
+                return (c * tb / np.expm1(lam * tb)).sum() + 0.5 / lam - s.loc[i, "unch_t"] - b[i]
+
+        root = brentq(equation, 1e-12, 1e6, xtol=1e-15, rtol=1e-14)
+        assert res["lambda_hat"].iloc[i] == pytest.approx(root, rel=1e-6)
+    assert res["converged"].all() and res["iterations"].max() <= 12
+
+
+def test_last_modified_closed_form_and_naive():
+    s = stats_from([0, 0, 0], [1.0, 1.0, 2.0], [True, True, False], 1, [0.5, 0.25, 2.0])
+    lm = est.estimate_last_modified(s, prior_shape=0.5, prior_rate=0.5).iloc[0]
+    assert lm["lambda_hat"] == pytest.approx(2.5 / (0.5 + 0.75 + 2.0))
+    assert lm["lambda_lo"] < lm["lambda_hat"] < lm["lambda_hi"]
+    # Same fetches without LM: the joint estimator equals the censored MLE.
+    plain = stats_from([0, 0, 0], [1.0, 1.0, 2.0], [True, True, False], 1)
+    assert est.estimate_rate(plain).iloc[0]["lambda_hat"] == pytest.approx(
+        est.estimate_censored_mle(plain).iloc[0]["lambda_hat"])
+    assert est.estimate_naive(plain).iloc[0]["lambda_hat"] == pytest.approx(2 / 4)
+
+
+def test_naive_is_biased_low_as_documented():
+    rng = np.random.default_rng(3)
+    for r, expected in ((1.0, -0.368), (2.0, -0.568)):
+        n = 4000
+        rows = np.repeat(np.arange(n), 20)
+        changed = rng.random(rows.size) < -np.expm1(-r)
+        res = est.estimate_naive(stats_from(rows, np.ones(rows.size), changed, n))
+        assert res["lambda_hat"].mean() / r - 1 == pytest.approx(expected, abs=0.01)
+
+
+def test_interval_coverage_is_near_nominal():
+    rng = np.random.default_rng(11)
+    n, lam = 3000, 0.7
+    rows = np.repeat(np.arange(n), 30)
+    t = np.exp(rng.normal(0, 0.5, rows.size))
+    changed = rng.random(rows.size) < -np.expm1(-lam * t)
+    res = est.estimate_censored_mle(stats_from(rows, t, changed, n))
+    coverage = ((res["lambda_lo"] <= lam) & (lam <= res["lambda_hi"])).mean()
+    assert 0.87 <= coverage <= 0.93    # nominal 0.90, binomial sd 0.0055
+
+
+def test_shrinkage_new_url_inherits_prior_and_helpers():
+    urls = ["https://Ex.com/news/a", "http://ex.com:8080/news/b?x=1", "https://other.org/", "junk"]
+    assert group_key_from_url(urls).tolist() == ["ex.com", "ex.com", "other.org", ""]
+    assert group_key_from_url(urls, "template").tolist()[:3] == ["ex.com/news", "ex.com/news",
+                                                                "other.org"]
+    rng = np.random.default_rng(5)
+    n = 41
+    rows = np.repeat(np.arange(n - 1), 20)
+    changed = rng.random(rows.size) < -np.expm1(-0.3 * np.exp(rng.normal(0, 0.3, n - 1))[rows])
+    s = stats_from(rows, np.ones(rows.size), changed, n)
+    priors = fit_group_priors(s, np.zeros(n))
+    assert priors["method"].iloc[0] == "em" and priors["converged"].iloc[0]
+    assert priors["prior_mean"].iloc[0] == pytest.approx(0.3, rel=0.25)
+    res = apply_group_priors(s, np.zeros(n), priors)
+    prior = priors.iloc[0]
+    assert res["lambda_hat"].iloc[-1] == pytest.approx(prior["prior_shape"] / prior["prior_rate"])
+    unknown = apply_group_priors(s, np.ones(n), priors)   # group without a prior → default
+    pd.testing.assert_series_equal(unknown["lambda_hat"], est.estimate_rate(s)["lambda_hat"])
+
+
+def test_reduced_study_meets_accuracy_and_shrinkage_requirements():
+    from jobs.study_estimation import run_study
+    tables = run_study(reps=40, n_hosts=60, seed=123, drift=False)
+    assert tables["all_converged"]
+    assert tables["mle_region_median"] <= 0.25
+    assert tables["low_history_shrunk"] < 0.8 * tables["low_history_plain"]
+    assert tables["binning_p99"] < 0.05
+    naive_r1 = tables["by_r"].loc[("naive", 1.0), "bias_mean"]
+    assert naive_r1 == pytest.approx(-0.37, abs=0.05)
