@@ -1,0 +1,197 @@
+r"""Global multiplier from per-host demand curves (the Spark-scale path).
+
+Instead of bisecting μ with one pass over the page table per step, every host
+emits its capped demand :math:`D_h(\mu) = \sum_{i\in h} f_i(\max(\mu, m_h))`
+on a shared log-spaced grid (one ``applyInPandas`` pass); the driver sums the
+small curves, :math:`D = \sum_h D_h`, which is non-increasing in μ, and picks
+μ. A second pass on a grid refined inside the bracketing cell (concentrated
+around the interpolated crossing) makes the budget slack negligible, and a
+final pass computes the rates with :func:`jobs.core.allocation.solve_host`.
+The chosen μ is always a grid point whose summed demand fits the budget, so
+the final rates never exceed it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from jobs.core.allocation_hosts import host_cap_levels
+from jobs.core.allocation_kkt import check_box, check_objective, check_pages, optimal_rates
+
+_CHUNK_ELEMS = 1 << 22   # grid points x pages evaluated per numpy call
+_SAFETY = 1e-10          # relative margin against summation-order round-off
+
+
+def multiplier_grid(lo, hi, n=256, margin=2.0):
+    """Log-spaced grid of n levels covering [lo/margin, hi*margin].
+
+    ``lo``/``hi`` come from :func:`jobs.core.allocation_kkt.multiplier_bounds`
+    reduced over hosts (min of lo, max of hi) or from fixed relative bounds.
+    """
+    lo, hi, n = float(lo), float(hi), int(n)
+    if not (0 < lo <= hi < np.inf):
+        raise ValueError(f"need 0 < lo <= hi < inf, got lo={lo}, hi={hi}")
+    if n < 2 or margin < 1:
+        raise ValueError("need n >= 2 grid points and margin >= 1")
+    return np.geomspace(lo / margin, hi * margin, n)
+
+
+def _check_grid(grid):
+    grid = np.asarray(grid, dtype=float)
+    if grid.ndim != 1 or grid.size < 2 or np.any(grid <= 0) or np.any(np.diff(grid) <= 0):
+        raise ValueError("grid must be a strictly increasing 1-D array of positive levels")
+    return grid
+
+
+def capped_demand_curve(rate_fn, n_pages, cap, grid):
+    """Host demand :math:`\\sum_i f_i(\\max(g, m_h))` at each grid level g (monotone non-increasing).
+
+    ``rate_fn`` must broadcast a (k, 1) level block against the host's pages.
+    """
+    grid = _check_grid(grid)
+    if n_pages == 0:
+        return np.zeros(grid.size)
+    hosts = host_cap_levels(rate_fn, np.zeros(n_pages, dtype=int),
+                            np.array([n_pages]), np.array([float(cap)]))
+    if hosts.squeezed[0]:
+        return np.full(grid.size, float(cap))
+    levels = np.maximum(grid, hosts.cap_level[0])
+    out = np.empty(grid.size)
+    step = max(1, _CHUNK_ELEMS // n_pages)
+    for start in range(0, grid.size, step):
+        block = levels[start:start + step, None]
+        out[start:start + step] = np.asarray(rate_fn(block)).sum(axis=1)
+    return np.minimum(out, float(cap))
+
+
+def host_demand_curve(lam, weight, cap, grid, f_min=0.0, f_max=np.inf, objective="freshness"):
+    r"""One host's total optimal rate :math:`D_h(\mu)` at each multiplier of ``grid``.
+
+    Equal (to Newton round-off) to ``solve_host(...)[0].sum()`` at each grid
+    point, and non-increasing in μ. Use the same f_min for every host; when
+    the floors are unaffordable rerun with f_min = 0.
+    """
+    lam, weight = check_pages(lam, weight)
+    f_min, f_max = check_box(f_min, f_max)
+    check_objective(objective)
+    lam, weight = lam.ravel(), weight.ravel()
+
+    def rate_fn(level):
+        return optimal_rates(lam, weight, level, f_min, f_max, objective)
+
+    return capped_demand_curve(rate_fn, lam.size, cap, grid)
+
+
+@dataclass
+class MultiplierSolution:
+    """Outcome of :func:`solve_multiplier`.
+
+    Attributes
+    ----------
+    mu : float
+        Chosen level: the smallest grid point whose demand fits the budget
+        (0 if the budget does not bind, inf if nothing on the grid fits).
+    demand : float
+        Predicted total rate at ``mu`` (what the final pass will spend).
+    slack : float
+        ``budget - demand`` (>= 0).
+    mu_interp : float
+        Log-log interpolated crossing inside ``bracket`` (not budget-safe).
+    bracket : tuple
+        Grid cell (lower, upper) containing the crossing.
+    covered : bool
+        The crossing lies inside the grid.
+    feasible : bool
+        False when ``floor_demand`` exceeds the budget (rerun with f_min = 0).
+    message : str
+    """
+
+    mu: float
+    demand: float
+    slack: float
+    mu_interp: float
+    bracket: tuple
+    covered: bool
+    feasible: bool
+    message: str
+
+
+def solve_multiplier(grid, total_demand, budget, floor_demand=None, demand_at_zero=None):
+    """Pick the global level from the summed host demand curves, never overspending.
+
+    Parameters
+    ----------
+    grid : array_like, shape (G,)
+        Increasing levels.
+    total_demand : array_like, shape (G,)
+        :math:`\\sum_h D_h` on the grid (non-increasing).
+    budget : float
+    floor_demand : float, optional
+        :math:`\\sum_h \\min(C_h, n_h f_{min})`; lets the solver tell an
+        unaffordable floor from a grid that stops too low.
+    demand_at_zero : float, optional
+        Total demand at level 0 (all pages at f_max or host cap); if it fits
+        the budget, μ = 0.
+    """
+    grid = _check_grid(grid)
+    demand = np.asarray(total_demand, dtype=float)
+    budget = float(budget)
+    if demand.shape != grid.shape:
+        raise ValueError(f"total_demand shape {demand.shape} != grid shape {grid.shape}")
+    if np.any(np.isnan(demand)) or np.any(np.diff(demand) > 1e-9 * max(np.max(demand), 1e-300)):
+        raise ValueError("total_demand must be non-increasing along the grid")
+    if not (np.isfinite(budget) and budget >= 0):
+        raise ValueError(f"budget must be finite and >= 0, got {budget}")
+    target = budget * (1.0 - _SAFETY)
+    if floor_demand is not None and floor_demand > budget:
+        return MultiplierSolution(np.inf, float(floor_demand), budget - floor_demand, np.inf,
+                                  (np.inf, np.inf), False, False,
+                                  "floors exceed the budget: recompute curves with f_min=0")
+    if demand_at_zero is not None and demand_at_zero <= target:
+        return MultiplierSolution(0.0, float(demand_at_zero), budget - demand_at_zero, 0.0,
+                                  (0.0, 0.0), True, True, "budget does not bind")
+    fits = np.flatnonzero(demand <= target)
+    if fits.size == 0:
+        msg = "grid stops below the crossing: extend it upward (mu=inf puts every page at its floor)"
+        fallback = float(floor_demand) if floor_demand is not None else np.nan
+        return MultiplierSolution(np.inf, fallback, budget - fallback, np.inf,
+                                  (grid[-1], np.inf), False, True, msg)
+    k = int(fits[0])
+    if k == 0:
+        return MultiplierSolution(grid[0], float(demand[0]), budget - demand[0], grid[0],
+                                  (0.0, grid[0]), False, True,
+                                  "demand fits at the lowest grid level: budget may not bind; "
+                                  "extend the grid downward to spend more")
+    d_lo, d_hi = demand[k - 1], demand[k]
+    x_lo, x_hi = np.log(grid[k - 1]), np.log(grid[k])
+    if d_hi > 0:
+        # Demand is close to a power law in μ locally: interpolate log D in log μ.
+        frac = (np.log(d_lo) - np.log(target)) / (np.log(d_lo) - np.log(d_hi))
+    else:
+        frac = (d_lo - target) / (d_lo - d_hi)
+    mu_interp = float(np.exp(x_lo + np.clip(frac, 0.0, 1.0) * (x_hi - x_lo)))
+    return MultiplierSolution(float(grid[k]), float(d_hi), float(budget - d_hi), mu_interp,
+                              (float(grid[k - 1]), float(grid[k])), True, True,
+                              "crossing bracketed; mu is the upper grid point")
+
+
+def refine_grid(solution: MultiplierSolution, n=256, concentration=12.0):
+    """Grid for a second demand pass, inside the bracketing cell.
+
+    Both cell ends are included (so the crossing stays bracketed); the other
+    points are spaced geometrically away from ``mu_interp``: spacing at
+    log-distance d from the estimate is about ``concentration / (n/2) * d``,
+    and ``cell / (n/2) * concentration / (e^concentration - 1)`` at the estimate.
+    """
+    lo, hi = solution.bracket
+    if not (solution.covered and 0 < lo < hi < np.inf):
+        raise ValueError("refine_grid needs a solution whose crossing is bracketed on the grid")
+    half = max(int(n) // 2, 2)
+    x_lo, x_hi, x_hat = np.log(lo), np.log(hi), np.log(solution.mu_interp)
+    unit = np.expm1(concentration * np.linspace(0.0, 1.0, half)) / np.expm1(concentration)
+    points = np.concatenate([x_hat - unit * (x_hat - x_lo), x_hat + unit * (x_hi - x_lo - (x_hat - x_lo))])
+    grid = np.unique(np.exp(np.clip(points, x_lo, x_hi)))
+    grid[0], grid[-1] = lo, hi  # exact cell ends keep the bracket exact
+    return grid
+
