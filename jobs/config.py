@@ -113,6 +113,19 @@ class PublishConfig:
 
 
 @dataclass(frozen=True)
+class AirflowConfig:
+    spark_conn_id: str = _doc("Airflow connection of the Spark master used by SparkSubmitOperator "
+                              "(its host is the master: local[2], yarn, k8s://...).",
+                              default="recrawl_spark")
+    py_files: str = _doc("Zip of the jobs package shipped with spark-submit on a cluster; empty "
+                         "runs the jobs from this checkout (PYTHONPATH).", default="")
+    start_date: str = _doc("First logical date of the daily DAG (UTC).", default="2026-11-01")
+    catchup: bool = _doc("Backfill missed dates.", default=True)
+    logs_timeout_s: float = _doc("How long to wait for a day's fetch logs.", default=21600.0)
+    poke_interval_s: float = _doc("How often to look for them.", default=60.0)
+
+
+@dataclass(frozen=True)
 class Config:
     paths: PathsConfig = field(default_factory=PathsConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
@@ -122,6 +135,7 @@ class Config:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     publish: PublishConfig = field(default_factory=PublishConfig)
+    airflow: AirflowConfig = field(default_factory=AirflowConfig)
 
     def __post_init__(self):
         _validate(self)
