@@ -69,4 +69,6 @@ def p_changed(lam, elapsed_days):
     r"""Probability of at least one change in ``elapsed_days``: :math:`1 - e^{-\lambda t}`."""
     lam = np.asarray(lam, dtype=float)
     t = np.clip(np.asarray(elapsed_days, dtype=float), 0.0, None)
-    return -np.expm1(-lam * t)
+    with np.errstate(invalid="ignore"):
+        out = -np.expm1(-lam * t)
+    return np.where(lam <= 0, 0.0, out)  # a page that never changes, even after forever

@@ -74,10 +74,11 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     state = state.reset_index(drop=True)
     new_urls = pd.Index(logs["url"].unique()).difference(pd.Index(state["url"]))
     if len(new_urls):
+        # Reindexing adds all-missing rows for new URLs without concat's dtype pitfalls.
         host_of = logs.drop_duplicates("url").set_index("url")["host"]
-        fresh = pd.DataFrame({c: [None] * len(new_urls) for c in STATE_COLUMNS})
-        fresh["url"], fresh["host"] = new_urls.to_numpy(), host_of.loc[new_urls].to_numpy()
-        state = pd.concat([state, fresh], ignore_index=True) if len(state) else fresh
+        state = state.set_index("url").reindex(pd.Index(state["url"]).append(new_urls))
+        state.loc[new_urls, "host"] = host_of.loc[new_urls].to_numpy()
+        state = state.rename_axis("url").reset_index()
     n = len(state)
     pos = pd.Series(np.arange(n), index=state["url"].to_numpy())
 

@@ -1,0 +1,150 @@
+"""The README's demo: sample history -> `airflow dags test recrawl_daily D` -> S3 -> summary.
+
+Everything lives under ``var/demo/``; the S3 server (moto, loopback) is left running so
+the published schedule can be inspected; ``bash infra/local_s3.sh stop`` ends it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from jobs.config import Config, load_config
+from jobs.build_schedule import schedule_date
+
+REPO = Path(__file__).resolve().parent.parent
+BUCKET = "recrawl-schedules"
+
+
+def toml_text(cfg: Config) -> str:
+    """The full config as TOML (None is written as "" which load_config reads as None)."""
+    def value(v):
+        if v is None:
+            return '""'
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        return json.dumps(v)
+
+    lines = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"[{section}]")
+        nested = {k: v for k, v in values.items() if isinstance(v, dict)}
+        for k, v in values.items():
+            if k not in nested:
+                lines.append(f"{k} = {value(v)}")
+        for k, v in nested.items():
+            lines.append(f"[{section}.{k}]")
+            lines += [f"{json.dumps(kk)} = {value(vv)}" for kk, vv in v.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def airflow_env(workdir: Path, config_path: Path, spark_master: str) -> dict:
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW_HOME": str(workdir / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{workdir / 'airflow' / 'airflow.db'}",
+        "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps({"conn_type": "spark", "host": spark_master}),
+        "RECRAWL_CONFIG": str(config_path),
+        "AWS_ACCESS_KEY_ID": env.get("AWS_ACCESS_KEY_ID", "testing"),
+        "AWS_SECRET_ACCESS_KEY": env.get("AWS_SECRET_ACCESS_KEY", "testing"),
+        "AWS_DEFAULT_REGION": env.get("AWS_DEFAULT_REGION", "us-east-1"),
+    })
+    return env
+
+
+def run_logged(cmd: list[str], env: dict, log: Path) -> None:
+    with open(log, "ab") as fh:
+        proc = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-40:]
+        raise SystemExit(f"{' '.join(cmd[:3])} failed (exit {proc.returncode}); log: {log}\n"
+                         + "\n".join(tail))
+
+
+def start_s3(port: int) -> str:
+    out = subprocess.run(["bash", str(REPO / "infra" / "local_s3.sh"), "start", str(port)],
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--date", default="2026-11-29", help="logical date D to run")
+    parser.add_argument("--urls", type=int, default=20000)
+    parser.add_argument("--hosts", type=int, default=200)
+    parser.add_argument("--days", type=int, default=14, help="days of history ending at --date")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("LOCAL_S3_PORT", 9000)))
+    parser.add_argument("--workdir", default=str(REPO / "var" / "demo"))
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    args = parser.parse_args(argv)
+    t0 = time.monotonic()
+
+    workdir = Path(args.workdir).resolve()
+    root = workdir / "data"
+    (workdir / "airflow").mkdir(parents=True, exist_ok=True)
+    endpoint = start_s3(args.port)
+    base = [f"paths.root={root}", f"publish.target=s3://{BUCKET}",
+            f"publish.endpoint_url={endpoint}", "spark.master=local[2]"]
+    cfg = load_config(None, base + args.set)
+    config_path = workdir / "recrawl.toml"
+    config_path.write_text(toml_text(cfg))
+
+    from jobs.generate_sample import generate_sample
+    from jobs.publish import ensure_bucket
+
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"[demo] generating {args.urls} URLs on {args.hosts} hosts, {args.days} days "
+          f"of fetch logs up to {args.date} (seed {args.seed}) ...", flush=True)
+    generate_sample(str(root), urls=args.urls, hosts=args.hosts, days=args.days,
+                    end_date=args.date, seed=args.seed)
+    # Only the demo creates the bucket; in production it exists and publish may not create it.
+    ensure_bucket(endpoint, BUCKET)
+
+    env = airflow_env(workdir, config_path, cfg.spark.master)
+    log = workdir / f"airflow-{args.date}.log"
+    log.write_text("")
+    print(f"[demo] airflow db migrate (SQLite under {workdir / 'airflow'}) ...", flush=True)
+    run_logged([sys.executable, "-m", "airflow", "db", "migrate"], env, log)
+    print(f"[demo] airflow dags test recrawl_daily {args.date} (local Spark, log: {log}) ...",
+          flush=True)
+    run_logged([sys.executable, "-m", "airflow", "dags", "test", "recrawl_daily", args.date],
+               env, log)
+
+    from jobs import verify
+    day = schedule_date(args.date)
+    result = verify.verify(cfg.publish.target, day, endpoint_url=endpoint)
+    m = pd.read_parquet(cfg.paths.table("metrics", args.date)).iloc[0]
+    key = f"{cfg.publish.target}/schedules/dt={day}/_manifest.json"
+    print()
+    print(f"Schedule for {day} (planned by the run for {args.date}) published to:")
+    print(f"  {key}  at {endpoint}")
+    print(f"  files: {len(result.files) if hasattr(result, 'files') else '?'}, verified against the manifest")
+    print(f"URLs known:          {int(m.urls_known)} ({int(m.urls_gone)} gone)")
+    print(f"Fetches planned:     {int(m.planned_total)} of budget {int(m.budget)} "
+          f"(refresh {int(m.planned_refresh)}, fast {int(m.planned_fast)}, "
+          f"discovery {int(m.planned_discovery)})")
+    print(f"Due but carried over: {int(m.carried_over)}")
+    print(f"Hosts scheduled:     {int(m.hosts)}")
+    print(f"Expected freshness:  {m.expected_freshness:.3f} (importance-weighted, policy "
+          f"{m.policy})")
+    print(f"Quarantined rows:    {int(m.quarantined_rows)}")
+    print(f"Wall time:           {time.monotonic() - t0:.0f} s")
+    print("Stop the local S3 server with: bash infra/local_s3.sh stop")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
