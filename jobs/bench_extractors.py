@@ -16,9 +16,10 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from jobs.fingerprint import (MAX_HTML_BYTES, VOLATILE_SELECTORS, decode_html,
-                              extract_main_text, normalize_text)
+                              extract_main_text, fingerprint, normalize_text)
 
 _WORDS = ("council bridge river engineers report budget residents traffic "
           "school library market weather storm season museum harbour train "
@@ -157,17 +158,37 @@ def bench(name: str, extract: Callable[[str], str], cases, repeats: int) -> dict
         failures += _digest("") in digests
         false_changes += digests[0] != digests[1]
         missed_edits += digests[0] == digests[2]
-    hostile_errors, worst = [], 0.0
+    hostile_errors, hostile_empty, worst = [], [], 0.0
     for label, body in hostile_pages().items():
         start = time.perf_counter()
         try:
-            extract(decode_html(body[:MAX_HTML_BYTES]))
+            if label != "empty" and not normalize_text(extract(decode_html(body[:MAX_HTML_BYTES]))):
+                hostile_empty.append(label)
         except Exception as error:  # noqa: BLE001
             hostile_errors.append(f"{label}:{type(error).__name__}")
         worst = max(worst, time.perf_counter() - start)
     return {"extractor": name, "pages/s": statistics.median(rates), "failures": failures,
             "false change": false_changes, "missed edit": missed_edits,
-            "hostile worst s": worst, "hostile errors": ",".join(hostile_errors) or "0"}
+            "hostile worst s": worst, "hostile errors": ",".join(hostile_errors) or "0",
+            "hostile no text": ",".join(hostile_empty) or "0"}
+
+
+def bench_files(name: str, extract: Callable[[str], str], paths: list[Path], repeats: int) -> dict[str, object]:
+    """Speed and empty/exception count of one extractor on real HTML files."""
+    pages = [decode_html(path.read_bytes()[:MAX_HTML_BYTES]) for path in paths]
+    rates, failures = [], 0
+    for repeat in range(repeats):
+        start = time.perf_counter()
+        for page in pages:
+            try:
+                text = extract(page)
+            except Exception:  # noqa: BLE001
+                text = ""
+            failures += repeat == 0 and not normalize_text(text)
+        rates.append(len(pages) / (time.perf_counter() - start))
+    mb = sum(len(page) for page in pages) / 1e6
+    return {"extractor": name, "files": len(pages), "MB": mb,
+            "pages/s": statistics.median(rates), "no text or error": failures}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -176,16 +197,40 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pages", type=int, default=100, help="synthetic pages (x3 variants)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", nargs="*", choices=sorted(EXTRACTORS))
+    parser.add_argument("--html-dir", type=Path, help="also time real *.html files under DIR")
     args = parser.parse_args(argv)
+    names = args.only or list(EXTRACTORS)
     cases = make_cases(args.pages)
-    rows = [bench(name, EXTRACTORS[name], cases, args.repeats) for name in (args.only or EXTRACTORS)]
-    columns = list(rows[0])
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-    for row in rows:
-        print("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row.values()) + " |")
+    _print_table([bench(name, EXTRACTORS[name], cases, args.repeats) for name in names])
     print(f"\n{args.pages} pages x 3 variants, {args.repeats} repeats; failures, false changes "
           f"and missed edits are counted per page triple.")
+    synthetic = [page for case in cases for page in case]
+    print(f"fingerprint() end to end, synthetic: {end_to_end_rate(synthetic, args.repeats):.0f} pages/s")
+    if args.html_dir:
+        paths = sorted(args.html_dir.rglob("*.html"))
+        print()
+        _print_table([bench_files(name, EXTRACTORS[name], paths, args.repeats) for name in names])
+        files = [path.read_bytes() for path in paths]
+        print(f"\nfingerprint() end to end, {len(files)} files: "
+              f"{end_to_end_rate(files, args.repeats):.0f} pages/s")
+
+
+def end_to_end_rate(pages: list[str | bytes], repeats: int) -> float:
+    """Median pages/s of the full :func:`jobs.fingerprint.fingerprint` call."""
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for page in pages:
+            fingerprint(page)
+        rates.append(len(pages) / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def _print_table(rows: list[dict[str, object]]) -> None:
+    print("| " + " | ".join(rows[0]) + " |")
+    print("|" + "---|" * len(rows[0]))
+    for row in rows:
+        print("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row.values()) + " |")
 
 
 if __name__ == "__main__":

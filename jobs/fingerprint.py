@@ -21,8 +21,9 @@ from resiliparse.parse.html import HTMLTree
 
 __all__ = [
     "COSMETIC_MAX_DISTANCE", "EMPTY_CONTENT_HASH", "FINGERPRINT_VERSION",
-    "MAX_HTML_BYTES", "VOLATILE_SELECTORS", "Fingerprint", "content_hash",
-    "decode_html", "extract_main_text", "fingerprint", "is_cosmetic_change",
+    "MAX_HTML_BYTES", "MAX_MAIN_CONTENT_DEPTH", "SHINGLE_WORDS",
+    "VOLATILE_SELECTORS", "Fingerprint", "content_hash", "decode_html",
+    "extract_main_text", "fingerprint", "is_cosmetic_change",
     "normalize_text", "simhash", "simhash_distance",
 ]
 
@@ -37,6 +38,10 @@ FINGERPRINT_VERSION = 1
 #: parsing, which bounds time and memory; edits past the cut go unseen.
 MAX_HTML_BYTES = 2 * 1024 * 1024
 
+#: Element nesting depth from which main-content extraction is skipped.
+MAX_MAIN_CONTENT_DEPTH = 512
+_TOO_DEEP = " > ".join(["*"] * MAX_MAIN_CONTENT_DEPTH)
+
 #: Simhash distance (bits out of 64) up to which a change counts as cosmetic.
 COSMETIC_MAX_DISTANCE = 3
 
@@ -50,7 +55,7 @@ EMPTY_CONTENT_HASH = hashlib.blake2b(b"", digest_size=16).hexdigest()
 #: without the page's content changing (ads, recommendation widgets, ...).
 VOLATILE_SELECTORS = (
     "script", "style", "noscript", "template", "iframe", "svg", "canvas",
-    "nav", "footer", "aside", "form", "[hidden]", "[aria-hidden='true']",
+    "nav", "footer", "aside", "button", "select", "[hidden]",
     "ins.adsbygoogle", "[data-ad]", "[data-ad-slot]", "[class~='ad']",
     "[class~='ads']", "[class^='ad-']", "[class*=' ad-']", "[id^='ad-']",
     "[id~='ad']", "[class*='advert' i]", "[id*='advert' i]",
@@ -58,8 +63,12 @@ VOLATILE_SELECTORS = (
     "[aria-label*='advertisement' i]", "[class*='related' i]",
     "[id*='related' i]", "[class*='trending' i]", "[id*='trending' i]",
     "[class*='recommend' i]", "[class*='most-read' i]",
-    "[class*='popular' i]", "[class*='cookie' i]", "[class*='newsletter' i]",
+    "[class*='most-popular' i]", "[class*='popular-posts' i]",
+    "[class*='cookie-banner' i]", "[id*='cookie-consent' i]",
+    "[class*='newsletter' i]",
 )
+# Deliberately not listed: "form" (ASP.NET WebForms wraps whole pages in
+# one) and [aria-hidden] (set on the page behind a server-rendered modal).
 
 
 @dataclass(frozen=True)
@@ -75,9 +84,10 @@ class Fingerprint:
     n_chars : int
         Length of the normalised text that was hashed.
     extractor : str
-        ``"resiliparse"`` (main content), ``"visible-text"`` (fallback when
-        no main content was found), ``"tag-strip"`` (parser error) or
-        ``"none"`` (no text at all).
+        Tier that produced the text: ``"resiliparse"`` (main content),
+        ``"visible-text"`` (no main content found, or nesting too deep),
+        ``"unfiltered-text"`` (all text sat in volatile elements),
+        ``"tag-strip"`` (parser error) or ``"none"`` (no text at all).
     empty : bool
         True when no text survived; then ``content_hash`` is
         :data:`EMPTY_CONTENT_HASH` and ``simhash`` is 0.
@@ -158,12 +168,21 @@ def extract_main_text(html: str) -> tuple[str, str]:
         tree = HTMLTree.parse(html)
         options = dict(preserve_formatting=True, list_bullets=False,
                        alt_texts=False, skip_elements=list(VOLATILE_SELECTORS))
-        text = extract_plain_text(tree, main_content=True, **options)
+        # Main-content scoring is quadratic in nesting depth (20,000 nested
+        # divs take ~15 s); such pages get the linear visible-text tier.
+        too_deep = tree.document.query_selector(_TOO_DEEP) is not None
+        text = "" if too_deep else extract_plain_text(tree, main_content=True, **options)
         if text.strip():
             return text, "resiliparse"
         # Short or unusual pages (a bare <div> of text) have no "main
         # content" by the heuristics, yet their text is what changes.
-        return extract_plain_text(tree, main_content=False, **options), "visible-text"
+        text = extract_plain_text(tree, main_content=False, **options)
+        if text.strip():
+            return text, "visible-text"
+        # Everything matched a volatile selector (a page built inside an
+        # "ad-wrapper"): its whole text beats reporting it as empty.
+        del options["skip_elements"]
+        return extract_plain_text(tree, main_content=False, **options), "unfiltered-text"
     except Exception:  # noqa: BLE001 - the fleet must get a hash, never a crash
         log.warning("HTML parser failed; falling back to tag stripping", exc_info=True)
         return _strip_tags(html), "tag-strip"
@@ -180,25 +199,36 @@ def _strip_tags(html: str) -> str:
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 _WEEKDAY = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?"
 _ZONE = r"(?:utc|gmt|z|[ecmp][sd]t|[+-]\d{2}:?\d{2})"
+_DURATION = r"[\d.,]+\s*(?:ms|milliseconds?|s|secs?|seconds?)\b"
 _DATE_WORD = rf"(?:\d[\d:./-]*|{_MONTH}|{_WEEKDAY}|{_ZONE}|am|pm)"
-# Order matters: whole render stamps first, then bare date-times inside text.
+_STAMP_VERBS = ("rendered", "generated", "served", "cached", "built", "fetched",
+                "retrieved", "updated")
+# (pattern, mask, substrings of which one must occur). Applied in order:
+# whole render stamps before bare date-times. The substring guard skips a
+# regex scan of the whole text when it cannot match (most texts, most masks).
 _VOLATILE_PATTERNS = (
-    # "Rendered at Tue, 05 Mar 2024 10:15:02 GMT", "generated on 2024-03-05".
+    # "Rendered at Tue, 05 Mar 2024 10:15:02 GMT by web-7 in 38 ms".
     (rf"\b(?:rendered|generated|served|cached|built|fetched|retrieved|"
-     rf"last updated|updated)\s+(?:at|on)\s*:?\s*(?:{_DATE_WORD}[\s,]*)+", "#ts# "),
-    # "generated in 0.042 s", "rendered in 12ms".
-    (r"\b(?:rendered|generated|served|built)\s+in\s+[\d.,]+\s*"
-     r"(?:ms|milliseconds?|s|secs?|seconds?)\b", "#ts#"),
-    (r"\b\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*" + _ZONE + "?", "#ts#"),
-    (r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b", "#ts#"),
-    (r"\b\d+\s+(?:second|minute|min|hour|hr|day|week)s?\s+ago\b", "#ts#"),
+     rf"last updated|updated)\s+(?:at|on)\s*:?\s*(?:{_DATE_WORD}[\s,]*)+"
+     rf"(?:(?:by\s+\S+|in\s+{_DURATION})\s*)*", "#ts# ", _STAMP_VERBS),
+    # "served by web-7": which backend answered rotates between fetches.
+    (r"\b(?:rendered|generated|served)\s+by\s+\S+", "#host#", (" by",)),
+    (rf"\b(?:rendered|generated|served|built)\s+in\s+{_DURATION}", "#ts#", (" in",)),
+    (rf"\b\d{{4}}-\d{{2}}-\d{{2}}[t ]\d{{2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?\s*{_ZONE}?",
+     "#ts#", (":",)),
+    (r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b", "#ts#", (":",)),
+    (r"\b\d+\s+(?:second|minute|min|hour|hr|day|week)s?\s+ago\b", "#ts#", (" ago",)),
     # Session ids, CSRF tokens, nonces, request ids shown in visible text.
-    (r"\b(?:csrf|xsrf|token|session|sid|nonce|request id)\s*[:=]\s*\S+", "#tok#"),
-    (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "#tok#"),
-    (r"\b[0-9a-f]{16,}\b", "#tok#"),
-    (r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[\w-]{24,}\b", "#tok#"),
+    (r"\b(?:csrf|xsrf|token|session|sid|nonce|request id)\s*[:=]\s*\S+", "#tok#",
+     ("csrf", "xsrf", "token", "session", "sid", "nonce", "request id")),
+    (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "#tok#", ("-",)),
+    (r"\b[0-9a-f]{16,}\b", "#tok#", ()),
+    (r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[\w-]{24,}\b", "#tok#", ()),
 )
-_VOLATILE = [(re.compile(p, re.IGNORECASE), r) for p, r in _VOLATILE_PATTERNS]
+_VOLATILE = [(re.compile(pattern, re.IGNORECASE), mask, guard)
+             for pattern, mask, guard in _VOLATILE_PATTERNS]
+
+
 # Format characters (zero-width spaces, soft hyphens, bidi marks) are invisible.
 _INVISIBLE = re.compile(
     "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
@@ -224,13 +254,18 @@ def normalize_text(text: str) -> str:
         Normalised text; ``""`` when nothing but whitespace remains.
     """
     text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).casefold()
-    for pattern, replacement in _VOLATILE:
-        text = pattern.sub(replacement, text)
+    for pattern, mask, guard in _VOLATILE:
+        if not guard or any(word in text for word in guard):
+            text = pattern.sub(mask, text)
     return _SPACE.sub(" ", text).strip()
 
 
 def simhash(text: str) -> int:
     """64-bit simhash of the word shingles of normalised text.
+
+    Each run of :data:`SHINGLE_WORDS` consecutive words is hashed to 64
+    bits; bit ``i`` of the result is set when more than half of the shingle
+    hashes have bit ``i`` set. Texts shorter than a shingle form one shingle.
 
     Parameters
     ----------
@@ -245,14 +280,29 @@ def simhash(text: str) -> int:
     words = text.split()
     if not words:
         return 0
+    # Hash each distinct word once (BLAKE2b: stable across processes, unlike
+    # hash()), then combine neighbours with a vectorised 64-bit mixer.
+    word_hash = {w: int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+                 for w in dict.fromkeys(words)}
+    hashes = np.fromiter(map(word_hash.__getitem__, words), dtype=np.uint64, count=len(words))
     n_shingles = max(1, len(words) - SHINGLE_WORDS + 1)
-    digests = b"".join(
-        hashlib.blake2b(" ".join(words[i:i + SHINGLE_WORDS]).encode(), digest_size=8).digest()
-        for i in range(n_shingles)
-    )
-    bits = np.unpackbits(np.frombuffer(digests, dtype=np.uint8).reshape(n_shingles, 8), axis=1)
-    majority = bits.sum(axis=0, dtype=np.int64) * 2 > n_shingles
-    return int.from_bytes(np.packbits(majority).tobytes(), "big")
+    shingles = np.zeros(n_shingles, dtype=np.uint64)
+    for offset in range(min(SHINGLE_WORDS, len(words))):
+        shingles = _mix64(shingles ^ hashes[offset:offset + n_shingles])
+    bits = np.unpackbits(shingles.astype("<u8").view(np.uint8), bitorder="little")
+    counts = bits.reshape(n_shingles, 64).sum(axis=0, dtype=np.int64)
+    majority = np.packbits(counts * 2 > n_shingles, bitorder="little")
+    return int.from_bytes(majority.tobytes(), "little")
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    # SplitMix64 finaliser: every input bit flips each output bit with p~1/2,
+    # and applying it between words makes shingles order-sensitive.
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 def simhash_distance(a: int, b: int) -> int:
