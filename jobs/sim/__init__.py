@@ -1,0 +1,13 @@
+"""Synthetic web with ground truth, simulated fetcher and exact freshness accounting.
+
+Entry points: :class:`WebParams`, :class:`SyntheticWeb`, :class:`Simulation`
+(step one day at a time with a planner schedule), :func:`run_history`.
+"""
+from jobs.sim.legacy import LegacyCrawler, run_history
+from jobs.sim.params import WebParams
+from jobs.sim.simulation import Simulation, StepResult, requests_from_schedule
+from jobs.sim.truth import CopyState, politeness_violations
+from jobs.sim.web import SyntheticWeb
+
+__all__ = ["WebParams", "SyntheticWeb", "Simulation", "StepResult", "requests_from_schedule",
+           "LegacyCrawler", "run_history", "CopyState", "politeness_violations"]

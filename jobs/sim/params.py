@@ -1,0 +1,181 @@
+"""Parameters of the synthetic web: one frozen dataclass, validated on creation."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+VALIDATOR_CLASSES = ("honest", "lm_only", "none", "frozen_lm", "volatile_etag")
+PROCESS_KINDS = ("poisson", "daily", "bursty")
+SIGNAL_CLASSES = ("none", "accurate", "stale")
+SIGNAL_SOURCES = ("sitemap", "feed", "websub", "indexnow")
+SECTIONS = ("news", "blog", "docs", "shop", "forum", "tag", "archive", "product")
+
+
+def _check_shares(name: str, shares: tuple, n: int) -> None:
+    if len(shares) != n or any(s < 0 for s in shares) or abs(sum(shares) - 1.0) > 1e-9:
+        raise ValueError(f"{name} must be {n} non-negative shares summing to 1, got {shares}")
+
+
+def _check_range(name: str, rng: tuple, low: float = 0.0) -> None:
+    if len(rng) != 2 or not (low <= rng[0] <= rng[1]):
+        raise ValueError(f"{name} must be (lo, hi) with {low} <= lo <= hi, got {rng}")
+
+
+@dataclass(frozen=True)
+class WebParams:
+    """Every knob of the synthetic web. Rates are per day, times in days.
+
+    Attributes
+    ----------
+    n_urls, n_hosts : int
+        Pages alive at day 0 and number of hosts (each host has ≥ 2 pages:
+        its front page ``/`` and ``/feed``).
+    seed : int
+        Root seed; the same parameters always give the same web.
+    start : str
+        ISO date (UTC midnight) of simulation day 0.
+    hosts_per_shard : int
+        Hosts per independent random stream; shards can be built alone, which
+        is how the generator streams a large web. Changing it changes the web.
+    host_size_sigma : float
+        Lognormal spread of pages per host (heavy-tailed host sizes).
+    crawl_delay_range : (float, float)
+        Seconds; delays are Pareto-distributed from lo, clipped at hi.
+    max_fetches_share : float
+        Share of hosts with a ``max_fetches_per_day`` cap.
+    max_fetches_per_page : (float, float)
+        A capped host allows U(lo, hi) × its page count fetches a day (≥ 10).
+    validator_shares : tuple of 5 floats
+        Shares of hosts per class in ``VALIDATOR_CLASSES``.
+    process_shares : tuple of 3 floats
+        Shares of ordinary pages per change process in ``PROCESS_KINDS``.
+    never_share : float
+        Share of Poisson pages that never change (λ = 0).
+    lam_range, lam_front_range : (float, float)
+        Log-uniform λ of Poisson pages, and of front pages and feeds.
+    section_lam_sigma : float
+        Lognormal spread of a per-(host, section) λ multiplier, so that path
+        templates carry information about change rates.
+    daily_publish_prob : (float, float)
+        Daily pages publish on a given day with a probability drawn from this range.
+    burst_on_rate_range : (float, float)
+        λ while a bursty page is "on".
+    burst_to_on, burst_to_off : float
+        Switching rates off→on and on→off of bursty pages.
+    importance_sigma, importance_rate_corr : float
+        Log-importance spread and its correlation with log change rate.
+    front_importance_boost : float
+        Importance multiplier of front pages and feeds.
+    death_rate, gone_share : float
+        Page death hazard; share of dead pages answering 410 rather than 404.
+    birth_rate : float
+        New pages per day per page alive at day 0 of the same shard.
+    discovery_delay_mean : float
+        Mean days from a page's birth to its appearance in the frontier.
+    signal_shares : tuple of 3 floats
+        Shares of hosts per class in ``SIGNAL_CLASSES``.
+    signal_coverage : float
+        Share of real changes an accurate host announces.
+    stale_signal_rate : float
+        Per page per day chance that a stale host announces a change that did not happen.
+    error_rate : float
+        Share of requests failing with a network error (status 0) or 5xx.
+    page_bytes_median : float
+        Median body size in bytes.
+    keep_days : int
+        Day windows of change times kept in memory (queries older fail).
+    """
+
+    n_urls: int = 20_000
+    n_hosts: int = 200
+    seed: int = 0
+    start: str = "2024-01-01"
+    hosts_per_shard: int = 16
+    host_size_sigma: float = 1.2
+    crawl_delay_range: tuple = (1.0, 60.0)
+    max_fetches_share: float = 0.3
+    max_fetches_per_page: tuple = (0.3, 2.0)
+    validator_shares: tuple = (0.45, 0.2, 0.15, 0.1, 0.1)
+    process_shares: tuple = (0.7, 0.15, 0.15)
+    never_share: float = 0.2
+    lam_range: tuple = (1e-3, 50.0)
+    lam_front_range: tuple = (5.0, 50.0)
+    section_lam_sigma: float = 1.0
+    daily_publish_prob: tuple = (0.5, 1.0)
+    burst_on_rate_range: tuple = (5.0, 50.0)
+    burst_to_on: float = 0.2
+    burst_to_off: float = 2.0
+    importance_sigma: float = 1.5
+    importance_rate_corr: float = 0.5
+    front_importance_boost: float = 20.0
+    death_rate: float = 0.002
+    gone_share: float = 0.2
+    birth_rate: float = 0.003
+    discovery_delay_mean: float = 0.3
+    signal_shares: tuple = (0.6, 0.3, 0.1)
+    signal_coverage: float = 0.8
+    stale_signal_rate: float = 0.05
+    error_rate: float = 0.01
+    page_bytes_median: float = 30_000.0
+    keep_days: int = 3
+
+    def __post_init__(self):
+        if self.n_hosts < 1 or self.n_urls < 2 * self.n_hosts:
+            raise ValueError(f"need n_hosts >= 1 and n_urls >= 2*n_hosts, got "
+                             f"n_urls={self.n_urls}, n_hosts={self.n_hosts}")
+        if self.seed < 0:
+            raise ValueError("seed must be >= 0")
+        if self.hosts_per_shard < 1 or self.keep_days < 1:
+            raise ValueError("hosts_per_shard and keep_days must be >= 1")
+        dt.date.fromisoformat(self.start)  # raises on a malformed date
+        _check_shares("validator_shares", self.validator_shares, len(VALIDATOR_CLASSES))
+        _check_shares("process_shares", self.process_shares, len(PROCESS_KINDS))
+        _check_shares("signal_shares", self.signal_shares, len(SIGNAL_CLASSES))
+        _check_range("crawl_delay_range", self.crawl_delay_range)
+        _check_range("max_fetches_per_page", self.max_fetches_per_page)
+        _check_range("lam_range", self.lam_range, 1e-12)
+        _check_range("lam_front_range", self.lam_front_range, 1e-12)
+        _check_range("burst_on_rate_range", self.burst_on_rate_range, 1e-12)
+        _check_range("daily_publish_prob", self.daily_publish_prob)
+        for name in ("max_fetches_share", "never_share", "gone_share", "signal_coverage",
+                     "stale_signal_rate", "error_rate", "importance_rate_corr"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1]")
+        if self.daily_publish_prob[1] > 1.0:
+            raise ValueError("daily_publish_prob must lie in [0, 1]")
+        for name in ("host_size_sigma", "section_lam_sigma", "burst_to_on", "burst_to_off",
+                     "importance_sigma", "front_importance_boost", "death_rate", "birth_rate",
+                     "discovery_delay_mean", "page_bytes_median"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+    @property
+    def start_date(self) -> dt.date:
+        """Day 0 as a date."""
+        return dt.date.fromisoformat(self.start)
+
+    @property
+    def start_epoch_s(self) -> int:
+        """Unix seconds of day 0, midnight UTC."""
+        return int(dt.datetime.combine(self.start_date, dt.time(), dt.timezone.utc).timestamp())
+
+    @property
+    def n_shards(self) -> int:
+        """Number of host shards."""
+        return -(-self.n_hosts // self.hosts_per_shard)
+
+    def day_index(self, day) -> int:
+        """Day number of ``day`` (an int, a date or an ISO string) relative to ``start``."""
+        if isinstance(day, (int,)) and not isinstance(day, bool):
+            return int(day)
+        if isinstance(day, str):
+            day = dt.date.fromisoformat(day)
+        if isinstance(day, dt.datetime):
+            day = day.date()
+        if not isinstance(day, dt.date):
+            raise TypeError(f"day must be int, date or ISO string, got {type(day).__name__}")
+        return (day - self.start_date).days
+
+    def date_of(self, day: int) -> dt.date:
+        """Calendar date of day number ``day``."""
+        return self.start_date + dt.timedelta(days=int(day))

@@ -1,0 +1,85 @@
+"""Synthetic web: determinism, shard independence and change-time queries."""
+import numpy as np
+import pytest
+
+from jobs.sim.params import WebParams
+from jobs.sim.web import SyntheticWeb
+
+SMALL = WebParams(n_urls=3000, n_hosts=30, seed=7, hosts_per_shard=8, keep_days=5)
+
+
+def test_same_seed_same_web_and_changes():
+    a, b = SyntheticWeb(SMALL), SyntheticWeb(SMALL)
+    a.advance_to(3)
+    b.advance_to(3)
+    assert list(a.pages.url) == list(b.pages.url)
+    np.testing.assert_array_equal(a.window(3).times, b.window(3).times)
+    c = SyntheticWeb(WebParams(**{**SMALL.__dict__, "seed": 8}))
+    c.advance_to(3)
+    assert not np.array_equal(a.pages.importance[:100], c.pages.importance[:100])
+
+
+def test_shard_built_alone_matches_full_web():
+    full, alone = SyntheticWeb(SMALL), SyntheticWeb(SMALL, shards=[1])
+    full.advance_to(4)
+    alone.advance_to(4)
+    in_shard = np.flatnonzero(full.pages.shard == 1)
+    assert list(full.pages.url[in_shard]) == list(alone.pages.url)
+    t = 4.7
+    np.testing.assert_array_equal(full.version_at(in_shard, t),
+                                  alone.version_at(np.arange(alone.n_pages), t))
+
+
+def test_queries_agree_with_raw_change_times():
+    web = SyntheticWeb(SMALL)
+    web.advance_to(2)
+    w = web.window(2)
+    pages = np.arange(web.n_pages)
+    t = np.full(len(pages), 2.5)
+    manual = np.array([(w.times[w.starts[p]:w.starts[p + 1]] <= 2.5).sum() for p in pages[:500]])
+    np.testing.assert_array_equal(web.n_changes(pages[:500], 2.0, t[:500]), manual)
+    born = web.pages.born <= 2.5
+    pages, t = pages[born], t[born]
+    last = web.last_change(pages, t)
+    assert (last <= 2.5).all()
+    assert np.isnan(web.last_change(np.flatnonzero(~born), 2.5)).all()
+    changed = web.n_changes(pages, 2.0, t) > 0
+    assert (last[changed] > 2.0).all()
+    # Unchanged pages report their last earlier change, or their birth if born today.
+    np.testing.assert_array_less(last[~changed], np.maximum(2.0, web.pages.born[pages][~changed]) + 1e-12)
+    # Versions never decrease over time.
+    assert (web.version_at(pages, 2.9) >= web.version_at(pages, 1.1)).all()
+
+
+def test_poisson_rate_matches_lambda():
+    p = WebParams(n_urls=5000, n_hosts=10, process_shares=(1.0, 0.0, 0.0), never_share=0.0,
+                  lam_range=(3.0, 3.0), lam_front_range=(3.0, 3.0), section_lam_sigma=0.0,
+                  death_rate=0.0, birth_rate=0.0)
+    web = SyntheticWeb(p)
+    counts = np.concatenate([web.window(d).counts for d in range(3)])
+    # 15,000 page-days of Poisson(3): SE of the mean is 0.014.
+    assert counts.mean() == pytest.approx(3.0, abs=0.06)
+    assert counts.var() == pytest.approx(3.0, rel=0.1)
+
+
+def test_heavy_tails_and_special_pages():
+    web = SyntheticWeb(WebParams())
+    sizes = web.hosts.size
+    assert sizes.sum() == 20_000 and sizes.min() >= 2 and sizes.max() > 5 * np.median(sizes)
+    assert web.hosts.crawl_delay_s.min() >= 1.0 and web.hosts.crawl_delay_s.max() <= 60.0
+    front = web.pages.section == -1
+    assert front.sum() == 200
+    assert np.median(web.pages.importance[front]) > 5 * np.median(web.pages.importance[~front])
+    assert web.pages.url[0] == "https://h0001.example.com/"
+    assert web.pages.url[1] == "https://h0001.example.com/feed"
+
+
+def test_dropped_window_and_bad_params_raise():
+    web = SyntheticWeb(SMALL)
+    web.advance_to(10)
+    with pytest.raises(KeyError):
+        web.version_at([0], 1.5)
+    with pytest.raises(ValueError):
+        WebParams(n_urls=10, n_hosts=10)
+    with pytest.raises(ValueError):
+        WebParams(validator_shares=(1.0, 0.5, 0, 0, 0))
