@@ -35,7 +35,8 @@ from jobs.sim.simulation import Simulation
 
 def shard_chunks(params: WebParams, chunk_pages: int) -> list[list[int]]:
     """Group consecutive shards so each group has about ``chunk_pages`` day-0 pages."""
-    sizes = np.bincount(make_hosts(params).shard, weights=make_hosts(params).size)
+    hosts = make_hosts(params)
+    sizes = np.bincount(hosts.shard, weights=hosts.size)
     chunks, current, total = [], [], 0.0
     for shard, size in enumerate(sizes):
         current.append(shard)
