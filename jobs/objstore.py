@@ -30,8 +30,8 @@ TRANSIENT_ERROR_CODES = frozenset({
     "RequestTimeout", "RequestTimeTooSkewed", "RequestLimitExceeded", "TooManyRequestsException",
 })
 TRANSIENT_EXCEPTIONS = (
-    botocore.exceptions.ConnectionError,  # endpoint/connect/closed/proxy connection errors
-    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ConnectionError,  # endpoint/connect/proxy connection errors
+    botocore.exceptions.HTTPClientError,  # connection closed mid-request, read timeouts
     botocore.exceptions.ResponseStreamingError,
 )
 # Attempts botocore itself makes per HTTP request; with_retries wraps whole operations.

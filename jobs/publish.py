@@ -56,6 +56,10 @@ class PublishResult:
     skipped: tuple[str, ...]
     deleted: tuple[str, ...]
 
+    def as_dict(self) -> dict:
+        """Plain JSON-ready dict (tuples become lists), e.g. for an Airflow XCom."""
+        return json.loads(json.dumps(asdict(self)))
+
 
 def check_date(date: str) -> str:
     """Return ``date`` if it is a real YYYY-MM-DD date, else raise ValueError."""
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_bucket(args.endpoint_url, location.bucket)
     result = publish(args.staging, args.target, args.date, extra, endpoint_url=args.endpoint_url,
                      max_workers=args.max_workers, retries=args.retries)
-    print(json.dumps(asdict(result), indent=2))
+    print(json.dumps(result.as_dict(), indent=2))
     return 0
 
 
