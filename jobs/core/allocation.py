@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jobs.core.allocation_grid import (  # noqa: F401  (re-exported API)
-    MultiplierSolution, host_demand_curve, multiplier_grid, refine_grid,
+    MultiplierSolution, blended_rates, host_demand_curve, multiplier_grid, refine_grid,
     solve_multiplier)
 from jobs.core.allocation_hosts import (
     caps_for, encode_hosts, floor_demand, host_cap_levels, rates_at_level,
@@ -85,7 +85,10 @@ def optimal_rate_fn(lam, weight, f_min, f_max, objective):
 def solve_host(lam, weight, cap, mu, f_min=0.0, f_max=np.inf, objective="freshness"):
     r"""Rates of one host's pages at global multiplier μ under the host cap.
 
-    The host level is :math:`\nu = \max(\mu, m)` with m the smallest price at
+    ``mu`` is a float, or a :class:`MultiplierSolution` from the grid path, in
+    which case the rates at its two bracketing levels are blended (see
+    :func:`jobs.core.allocation_grid.blended_rates`). The host level is
+    :math:`\nu = \max(\mu, m)` with m the smallest price at
     which :math:`\sum_i f_i(m) \le C` (bisection). If even
     :math:`n f_{min} > C` every page gets :math:`C/n` and ν = inf: the host cap
     always wins over the floor.
@@ -94,19 +97,19 @@ def solve_host(lam, weight, cap, mu, f_min=0.0, f_max=np.inf, objective="freshne
     -------
     rates : ndarray
     host_mu : float
+        Host level at ``mu`` (the upper bracket end for a blend).
     """
     lam, weight = check_pages(lam, weight)
     f_min, f_max = check_box(f_min, f_max)
     check_objective(objective)
-    if float(mu) < 0 or np.isnan(mu):
-        raise ValueError(f"mu must be >= 0, got {mu}")
-    codes = np.zeros(lam.size, dtype=int)
-    counts = np.array([lam.size])
-    hosts = host_cap_levels(optimal_rate_fn(lam.ravel(), weight.ravel(), f_min, f_max, objective),
-                            codes, counts, np.array([float(cap)]))
-    rates, host_level = rates_at_level(
-        optimal_rate_fn(lam.ravel(), weight.ravel(), f_min, f_max, objective), hosts, mu)
-    return rates.reshape(lam.shape), float(host_level[0])
+    top = mu.mu if isinstance(mu, MultiplierSolution) else float(mu)
+    if not top >= 0:
+        raise ValueError(f"mu must be >= 0, got {top}")
+    rate_fn = optimal_rate_fn(lam.ravel(), weight.ravel(), f_min, f_max, objective)
+    hosts = host_cap_levels(rate_fn, np.zeros(lam.size, dtype=int), np.array([lam.size]),
+                            np.array([float(cap)]))
+    rates = blended_rates(lambda level: rates_at_level(rate_fn, hosts, level)[0], mu)
+    return rates.reshape(lam.shape), float(max(top, hosts.cap_level[0]))
 
 
 def _check_budget(budget):

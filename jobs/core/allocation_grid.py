@@ -4,11 +4,13 @@ Instead of bisecting μ with one pass over the page table per step, every host
 emits its capped demand :math:`D_h(\mu) = \sum_{i\in h} f_i(\max(\mu, m_h))`
 on a shared log-spaced grid (one ``applyInPandas`` pass); the driver sums the
 small curves, :math:`D = \sum_h D_h`, which is non-increasing in μ, and picks
-μ. A second pass on a grid refined inside the bracketing cell (concentrated
-around the interpolated crossing) makes the budget slack negligible, and a
-final pass computes the rates with :func:`jobs.core.allocation.solve_host`.
-The chosen μ is always a grid point whose summed demand fits the budget, so
-the final rates never exceed it.
+μ. The final pass computes each host's rates at the two grid levels that
+bracket the budget and blends them, :math:`f = (1-\theta) f(\mu) +
+\theta f(\mu_-)`, with θ set from the two summed demands so that the blend
+spends the budget (less a 1e-10 round-off margin). Both ends respect every
+host cap and the box, so the blend does too; by concavity it loses only a
+second-order amount of objective against the exact μ. A middle pass on a grid
+refined inside the bracketing cell shrinks that loss further (3 passes).
 """
 from __future__ import annotations
 
@@ -90,10 +92,15 @@ class MultiplierSolution:
     Attributes
     ----------
     mu : float
-        Chosen level: the smallest grid point whose demand fits the budget
-        (0 if the budget does not bind, inf if nothing on the grid fits).
+        Upper bracketing level: the smallest grid point whose demand fits the
+        budget (0 if the budget does not bind, inf if nothing on the grid fits).
+    mu_lower : float
+        Lower bracketing level (demand above the budget); equals ``mu`` when
+        no blending is needed.
+    lower_share : float
+        Blend weight θ in [0, 1) of the rates at ``mu_lower``.
     demand : float
-        Predicted total rate at ``mu`` (what the final pass will spend).
+        Predicted total rate of the blend (what the final pass will spend).
     slack : float
         ``budget - demand`` (>= 0).
     mu_interp : float
@@ -108,6 +115,8 @@ class MultiplierSolution:
     """
 
     mu: float
+    mu_lower: float
+    lower_share: float
     demand: float
     slack: float
     mu_interp: float
@@ -145,21 +154,21 @@ def solve_multiplier(grid, total_demand, budget, floor_demand=None, demand_at_ze
         raise ValueError(f"budget must be finite and >= 0, got {budget}")
     target = budget * (1.0 - _SAFETY)
     if floor_demand is not None and floor_demand > budget:
-        return MultiplierSolution(np.inf, float(floor_demand), budget - floor_demand, np.inf,
+        return MultiplierSolution(np.inf, np.inf, 0.0, float(floor_demand), budget - floor_demand, np.inf,
                                   (np.inf, np.inf), False, False,
                                   "floors exceed the budget: recompute curves with f_min=0")
     if demand_at_zero is not None and demand_at_zero <= target:
-        return MultiplierSolution(0.0, float(demand_at_zero), budget - demand_at_zero, 0.0,
+        return MultiplierSolution(0.0, 0.0, 0.0, float(demand_at_zero), budget - demand_at_zero, 0.0,
                                   (0.0, 0.0), True, True, "budget does not bind")
     fits = np.flatnonzero(demand <= target)
     if fits.size == 0:
         msg = "grid stops below the crossing: extend it upward (mu=inf puts every page at its floor)"
         fallback = float(floor_demand) if floor_demand is not None else np.nan
-        return MultiplierSolution(np.inf, fallback, budget - fallback, np.inf,
+        return MultiplierSolution(np.inf, np.inf, 0.0, fallback, budget - fallback, np.inf,
                                   (grid[-1], np.inf), False, True, msg)
     k = int(fits[0])
     if k == 0:
-        return MultiplierSolution(grid[0], float(demand[0]), budget - demand[0], grid[0],
+        return MultiplierSolution(grid[0], grid[0], 0.0, float(demand[0]), budget - demand[0], grid[0],
                                   (0.0, grid[0]), False, True,
                                   "demand fits at the lowest grid level: budget may not bind; "
                                   "extend the grid downward to spend more")
@@ -171,9 +180,25 @@ def solve_multiplier(grid, total_demand, budget, floor_demand=None, demand_at_ze
     else:
         frac = (d_lo - target) / (d_lo - d_hi)
     mu_interp = float(np.exp(x_lo + np.clip(frac, 0.0, 1.0) * (x_hi - x_lo)))
-    return MultiplierSolution(float(grid[k]), float(d_hi), float(budget - d_hi), mu_interp,
+    share = float(np.clip((target - d_hi) / (d_lo - d_hi), 0.0, 1.0)) if d_lo > d_hi else 0.0
+    blended = (1.0 - share) * d_hi + share * d_lo
+    return MultiplierSolution(float(grid[k]), float(grid[k - 1]), share, float(blended),
+                              float(budget - blended), mu_interp,
                               (float(grid[k - 1]), float(grid[k])), True, True,
-                              "crossing bracketed; mu is the upper grid point")
+                              "crossing bracketed; final rates blend the two bracketing levels")
+
+
+def blended_rates(rates_at, level):
+    """Rates for a float level, or the θ-blend of a :class:`MultiplierSolution`'s bracket ends.
+
+    ``rates_at(level) -> ndarray`` computes host-capped rates at one level.
+    """
+    if not isinstance(level, MultiplierSolution):
+        return rates_at(float(level))
+    rates = rates_at(level.mu)
+    if level.lower_share > 0.0:
+        rates = (1.0 - level.lower_share) * rates + level.lower_share * rates_at(level.mu_lower)
+    return rates
 
 
 def refine_grid(solution: MultiplierSolution, n=256, concentration=12.0):
@@ -190,7 +215,7 @@ def refine_grid(solution: MultiplierSolution, n=256, concentration=12.0):
     half = max(int(n) // 2, 2)
     x_lo, x_hi, x_hat = np.log(lo), np.log(hi), np.log(solution.mu_interp)
     unit = np.expm1(concentration * np.linspace(0.0, 1.0, half)) / np.expm1(concentration)
-    points = np.concatenate([x_hat - unit * (x_hat - x_lo), x_hat + unit * (x_hi - x_lo - (x_hat - x_lo))])
+    points = np.concatenate([x_hat - unit * (x_hat - x_lo), x_hat + unit * (x_hi - x_hat)])
     grid = np.unique(np.exp(np.clip(points, x_lo, x_hi)))
     grid[0], grid[-1] = lo, hi  # exact cell ends keep the bracket exact
     return grid

@@ -251,7 +251,10 @@ def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness
 
 
 def objective_value(lam, weight, rates, objective="freshness"):
-    r"""Total objective: :math:`\sum_i w_i \bar F_i` (freshness) or :math:`\sum_i w_i \bar A_i` (age, days)."""
+    r"""Total objective :math:`\sum_i w_i \bar F_i` (freshness) or :math:`\sum_i w_i \bar A_i` (age, days).
+
+    Pages with zero weight contribute 0 (their age may be infinite at f = 0).
+    """
     from jobs.core.freshness import age, freshness  # local: keep import graph flat
     check_objective(objective)
     lam, weight = check_pages(lam, weight)

@@ -1,0 +1,262 @@
+r"""Pluggable refresh-rate policies behind one interface (cf. Nutch ``FetchSchedule``).
+
+Every policy maps a scalar *level* (a price) to box-clipped per-page rates,
+non-increasing in the level, so host caps and the global budget are solved the
+same way for all of them (:mod:`jobs.core.allocation_hosts`) and per-host
+demand curves sum across hosts (:mod:`jobs.core.allocation_grid`):
+
+==============  ====================================  ==============================
+policy          level                                 rate at level L
+==============  ====================================  ==============================
+uniform         revisit interval (days)               clip(1/L)
+proportional    expected changes per visit r          clip(λ/L)
+optimal         budget multiplier μ (Cho & G-M 2000)  KKT root, see allocation_kkt
+adaptive        interval stretch factor (fixed 1)     clip(86400/interval_s / L)
+==============  ====================================  ==============================
+
+``clip`` is to [f_min, f_max]. Pages of one host come as a DataFrame with
+columns ``lambda_hat`` (changes/day), ``importance`` and ``interval_s``.
+Spark driver protocol for a budget-aware policy (3 passes over the pages)::
+
+    grid = multiplier_grid(lo, hi)                        # lo/hi: policy.level_bounds
+    total = sum(policy.host_demand(pages_h, cap_h, grid))  # pass 1 (applyInPandas)
+    sol = policy.solve_level(grid, total, budget, floor_demand=...)
+    fine = refine_grid(sol); total = sum(policy.host_demand(..., fine))  # pass 2
+    sol = policy.solve_level(fine, total, budget)
+    rates_h = policy.host_rates(pages_h, cap_h, sol)      # pass 3 (blends bracket ends)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from jobs.core.allocation_grid import blended_rates, capped_demand_curve, solve_multiplier
+from jobs.core.allocation_hosts import (
+    caps_for, encode_hosts, floor_demand, host_cap_levels, rates_at_level, solve_budget)
+from jobs.core.allocation_kkt import check_box, check_objective, multiplier_bounds, optimal_rates
+
+REQUIRED_COLUMNS = ("lambda_hat", "importance", "interval_s")
+SECONDS_PER_DAY = 86400.0
+
+
+def _column(pages, name):
+    if name not in pages.columns:
+        raise ValueError(f"pages needs column {name!r}; has {list(pages.columns)}")
+    values = pages[name].to_numpy(dtype=float)
+    if values.size and (not np.all(np.isfinite(values)) or np.any(values < 0)):
+        raise ValueError(f"column {name!r} must be finite and >= 0")
+    return values
+
+
+@dataclass(frozen=True)
+class RatePolicy:
+    """Base class: subclasses define ``rate_fn`` (and ``level_bounds`` if budget-aware)."""
+
+    f_min: float = 1.0 / 90.0
+    f_max: float = 24.0
+    name = "base"
+    budget_aware = True
+
+    def __post_init__(self):
+        check_box(self.f_min, self.f_max)
+
+    def rate_fn(self, pages):
+        """Return ``level -> rates`` for these pages (level broadcastable as (k, 1))."""
+        raise NotImplementedError
+
+    def level_bounds(self, pages, f_low, f_high):
+        """(lo, hi): at level <= lo every rate >= f_high, at >= hi every rate <= f_low."""
+        raise NotImplementedError
+
+    def without_floor(self):
+        """Same policy with f_min = 0 (used when the budget cannot pay the floors)."""
+        return replace(self, f_min=0.0)
+
+    def host_floor(self, pages, cap):
+        """Visits/day the host's floors need: min(C_h, n_h f_min)."""
+        return float(min(float(cap), len(pages) * self.f_min))
+
+    def host_demand(self, pages, cap, grid):
+        """Host's capped total rate at each level of ``grid`` (non-increasing)."""
+        return capped_demand_curve(self.rate_fn(pages), len(pages), cap, grid)
+
+    def solve_level(self, grid, total_demand, budget, floor_demand=None):
+        """Global level from summed host demand curves (budget never exceeded)."""
+        return solve_multiplier(grid, total_demand, budget, floor_demand=floor_demand)
+
+    def host_rates(self, pages, cap, level):
+        """Rates of one host's pages at the global ``level``, host cap enforced.
+
+        ``level`` is a float or the :class:`MultiplierSolution` from
+        :meth:`solve_level` (its bracket ends are blended to spend the budget).
+        """
+        n = len(pages)
+        rate_fn = self.rate_fn(pages)
+        hosts = host_cap_levels(rate_fn, np.zeros(n, dtype=int), np.array([n]),
+                                np.array([float(cap)]))
+        return blended_rates(lambda lv: rates_at_level(rate_fn, hosts, lv)[0], level)
+
+
+@dataclass(frozen=True)
+class UniformPolicy(RatePolicy):
+    """Same rate for every page; level = revisit interval in days."""
+
+    name = "uniform"
+
+    def rate_fn(self, pages):
+        n = len(pages)
+
+        def rates(level):
+            with np.errstate(divide="ignore"):
+                inverse = 1.0 / np.asarray(level, float)
+                per_page = np.broadcast_to(inverse, np.broadcast_shapes(inverse.shape, (n,)))
+            return np.clip(per_page, self.f_min, self.f_max)
+        return rates
+
+    def level_bounds(self, pages, f_low, f_high):
+        return 1.0 / f_high, 1.0 / f_low
+
+
+@dataclass(frozen=True)
+class ProportionalPolicy(RatePolicy):
+    """Rate proportional to the change rate; level = expected changes per visit."""
+
+    name = "proportional"
+
+    def rate_fn(self, pages):
+        lam = _column(pages, "lambda_hat")
+
+        def rates(level):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per_page = np.where(lam > 0, lam / np.asarray(level, float), 0.0)
+            return np.clip(per_page, self.f_min, self.f_max)
+        return rates
+
+    def level_bounds(self, pages, f_low, f_high):
+        lam = _column(pages, "lambda_hat")
+        lam = lam[lam > 0]
+        return (lam.min() / f_high, lam.max() / f_low) if lam.size else (np.inf, 0.0)
+
+
+@dataclass(frozen=True)
+class OptimalPolicy(RatePolicy):
+    """Cho & Garcia-Molina optimum with importance weights; level = multiplier μ."""
+
+    objective: str = "freshness"
+    name = "optimal"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_objective(self.objective)
+
+    def rate_fn(self, pages):
+        lam, weight = _column(pages, "lambda_hat"), _column(pages, "importance")
+        return lambda level: optimal_rates(lam, weight, level, self.f_min, self.f_max, self.objective)
+
+    def level_bounds(self, pages, f_low, f_high):
+        return multiplier_bounds(_column(pages, "lambda_hat"), _column(pages, "importance"),
+                                 f_low, f_high, self.objective)
+
+
+@dataclass(frozen=True)
+class AdaptivePolicy(RatePolicy):
+    """Backoff-and-advance intervals as given: rate = 86400 / interval_s per day.
+
+    Not budget-aware (the budget cut happens at scheduling, by priority). A
+    host over its cap has all its intervals stretched by one common factor
+    (its level, >= 1) until the cap holds.
+    """
+
+    name = "adaptive"
+    budget_aware = False
+
+    def rate_fn(self, pages):
+        interval = _column(pages, "interval_s")
+        if np.any(interval <= 0):
+            raise ValueError("interval_s must be > 0 seconds")
+        base = SECONDS_PER_DAY / interval
+
+        def rates(level):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per_page = base / np.maximum(np.asarray(level, float), 1.0)
+            return np.clip(per_page, self.f_min, self.f_max)
+        return rates
+
+    def level_bounds(self, pages, f_low, f_high):
+        return 1.0, 1.0
+
+    def solve_level(self, grid, total_demand, budget, floor_demand=None):
+        raise ValueError("adaptive is not budget-aware: use level 1.0 for every host")
+
+
+_REGISTRY = {cls.name: cls for cls in (UniformPolicy, ProportionalPolicy, OptimalPolicy, AdaptivePolicy)}
+
+
+def get_policy(name, **params):
+    """Policy by name: 'uniform', 'proportional', 'optimal' (objective=...), 'adaptive'.
+
+    ``params`` are f_min, f_max (visits/day) and, for optimal, objective.
+    """
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown policy {name!r}; choose from {sorted(_REGISTRY)}")
+    return _REGISTRY[name](**params)
+
+
+@dataclass
+class PolicyRates:
+    """Outcome of :func:`policy_rates` (scipy.optimize-style diagnostics)."""
+
+    rates: pd.Series
+    level: float
+    host_level: dict
+    converged: bool
+    iterations: int
+    budget_used: float
+    feasible: bool
+    message: str
+
+
+def policy_rates(policy, pages, host_col, caps, budget):
+    """Whole-table, in-memory rates of ``policy`` (reference for the per-host path).
+
+    Exact global level by bisection over host-level solves; for a budget-aware
+    policy whose floors cost more than ``budget``, the floors are dropped
+    (``feasible=False``). Non-budget-aware policies use level 1 and only the caps.
+
+    Parameters
+    ----------
+    policy : RatePolicy
+    pages : DataFrame
+        All pages, with ``host_col`` and the policy's columns.
+    host_col : str
+    caps : float or mapping host -> cap (visits/day)
+    budget : float
+        Visits/day.
+    """
+    if host_col not in pages.columns:
+        raise ValueError(f"pages has no host column {host_col!r}")
+    budget = float(budget)
+    if not (np.isfinite(budget) and budget >= 0):
+        raise ValueError(f"budget must be finite and >= 0, got {budget}")
+    labels, codes, counts = encode_hosts(pages[host_col].to_numpy())
+    cap_arr = caps_for(labels, caps)
+    feasible = True
+    if policy.budget_aware and floor_demand(counts, cap_arr, policy.f_min) > budget:
+        feasible, policy = False, policy.without_floor()
+    rate_fn = policy.rate_fn(pages)
+    hosts = host_cap_levels(rate_fn, codes, counts, cap_arr)
+    iterations, converged = hosts.iterations, hosts.converged
+    if policy.budget_aware:
+        search = solve_budget(rate_fn, hosts, budget)
+        level = float(search.level[0])
+        iterations += search.iterations
+        converged = converged and search.converged
+    else:
+        level = 1.0
+    rates, host_level = rates_at_level(rate_fn, hosts, level)
+    message = "ok" if feasible else "floors exceed the budget: solved with f_min=0"
+    return PolicyRates(pd.Series(rates, index=pages.index, name="rate"), level,
+                       dict(zip(labels.tolist(), host_level.tolist())), converged, iterations,
+                       float(rates.sum()), feasible, message)
