@@ -88,7 +88,10 @@ def _check_file(store, entry: dict) -> tuple[list[str], set[str]]:
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry.get("sha256"):
         return problems + [f"{key}: sha256 {digest[:16]}… != manifest {str(entry.get('sha256'))[:16]}…"], set()
-    parquet = pq.ParquetFile(io.BytesIO(data))
+    try:
+        parquet = pq.ParquetFile(io.BytesIO(data))
+    except (pa.ArrowInvalid, OSError) as exc:
+        return problems + [f"{key}: not a readable Parquet file: {exc}"], set()
     if not parquet.schema_arrow.remove_metadata().equals(SCHEDULE_SCHEMA):
         problems.append(f"{key}: schema {parquet.schema_arrow} != SCHEDULE_SCHEMA")
         return problems, set()
