@@ -11,6 +11,7 @@ import pandas as pd
 
 from jobs.core import http_fields, plan
 from jobs.core.freshness import freshness
+from jobs.core.times import epoch_seconds as _epoch_s
 
 CANDIDATE_DDL = (
     "host string, url string, lane string, due_s double, priority double, p_changed double, "
@@ -18,13 +19,6 @@ CANDIDATE_DDL = (
     "rate double, due_count long, carried long, known_urls long, weight_sum double, "
     "weighted_freshness double")
 CANDIDATE_COLUMNS = [c.split()[0] for c in CANDIDATE_DDL.split(", ")]
-
-
-def _epoch_s(col: pd.Series) -> np.ndarray:
-    ts = pd.to_datetime(col, utc=True)
-    out = ts.astype("int64").to_numpy(dtype=float) / 1e9
-    out[ts.isna().to_numpy()] = np.nan
-    return out
 
 
 def plan_host(pages: pd.DataFrame, window_start: float, window_end: float,

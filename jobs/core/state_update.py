@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import adaptive
+from jobs.core.times import epoch_seconds as _to_seconds
+from jobs.core.times import from_epoch_seconds as _from_seconds
 
 DAY_S = 86400.0
 STATE_COLUMNS = [
@@ -40,17 +42,6 @@ class UpdateParams:
     cap_s: float = 90 * DAY_S
     initial_s: float = DAY_S
     gone_after: int = 2
-
-
-def _to_seconds(col: pd.Series) -> np.ndarray:
-    ts = pd.to_datetime(col, utc=True)
-    out = ts.astype("int64").to_numpy(dtype=np.float64) / 1e9
-    out[ts.isna().to_numpy()] = np.nan
-    return out
-
-
-def _from_seconds(sec: np.ndarray) -> pd.Series:
-    return pd.to_datetime(pd.Series(sec), unit="s", utc=True).dt.floor("us")
 
 
 def empty_state() -> pd.DataFrame:
