@@ -46,9 +46,11 @@ def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_en
             delay = float(g["crawl_delay_s"].iloc[0])
             t = plan.place_in_slots(g["due_s"].to_numpy(), delay, window_start, window_end,
                                     g["priority"].to_numpy())
-            if len(t) > 1:
-                min_ratio = min(min_ratio, float(np.diff(np.sort(t)).min() / delay))
-            placed.append(g.assign(not_before=pd.to_datetime(t, unit="s", utc=True).floor("us")))
+            stamps = pd.to_datetime(np.round(t * 1e6).astype("int64"), unit="us", utc=True)
+            if len(t) > 1:  # measured on the times as written
+                gaps = np.diff(np.sort(stamps.asi8)) / 1e6
+                min_ratio = min(min_ratio, float(gaps.min() / delay))
+            placed.append(g.assign(not_before=stamps))
         rows = pd.concat(placed, ignore_index=True)
         info = shards.write_shard(rows[schemas.SCHEDULE.names], out_dir,
                                   int(pdf["shard"].iloc[0]), n_shards=n_shards)

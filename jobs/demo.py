@@ -57,9 +57,6 @@ def airflow_env(workdir: Path, config_path: Path, spark_master: str) -> dict:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{workdir / 'airflow' / 'airflow.db'}",
         "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps({"conn_type": "spark", "host": spark_master}),
         "RECRAWL_CONFIG": str(config_path),
-        "AWS_ACCESS_KEY_ID": env.get("AWS_ACCESS_KEY_ID", "testing"),
-        "AWS_SECRET_ACCESS_KEY": env.get("AWS_SECRET_ACCESS_KEY", "testing"),
-        "AWS_DEFAULT_REGION": env.get("AWS_DEFAULT_REGION", "us-east-1"),
     })
     return env
 
@@ -91,6 +88,10 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     args = parser.parse_args(argv)
     t0 = time.monotonic()
+    # The loopback S3 server accepts any credentials; never pick up real ones here.
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("AWS_DEFAULT_REGION", "us-east-1")):
+        os.environ[key] = value
 
     workdir = Path(args.workdir).resolve()
     root = workdir / "data"

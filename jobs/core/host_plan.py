@@ -35,7 +35,6 @@ def plan_host(pages: pd.DataFrame, window_start: float, window_end: float,
     host = pages["host"].iloc[0]
     delay = float(pages["crawl_delay_s"].iloc[0])
     cap = int(plan.host_cap(delay, pages["max_fetches_per_day"].iloc[:1].to_numpy())[0])
-    cap = min(cap, int((window_end - window_start) // delay))
 
     work = pd.DataFrame({
         "url": pages["url"].to_numpy(), "lane": pages["lane"].to_numpy(),

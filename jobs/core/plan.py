@@ -25,8 +25,9 @@ LANE_ORDER = {"fast": 0, "refresh": 1, "discovery": 1}
 
 def host_cap(crawl_delay_s, max_fetches_per_day=None) -> np.ndarray:
     """Visits a host allows per day: 86400 / crawl delay, or its explicit cap if lower."""
-    delay = np.asarray(crawl_delay_s, dtype=float)
-    cap = np.floor(DAY_S / delay)
+    delay_us = np.ceil(np.asarray(crawl_delay_s, dtype=float) * 1e6 - 1e-6)
+    # Same microsecond arithmetic as place_in_slots, so a full host always fits.
+    cap = np.floor(DAY_S * 1e6 / delay_us)
     if max_fetches_per_day is not None:
         explicit = np.asarray(pd.to_numeric(pd.Series(np.atleast_1d(max_fetches_per_day))),
                               dtype=float)
@@ -96,28 +97,34 @@ def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end:
     Visits are taken in due order (higher priority first on ties). A forward pass
     ``t_i = max(due_i, t_{i-1} + d)`` is solved in closed form as
     ``t_i = i*d + cummax(due_i - i*d)``; a backward pass pulls the tail back inside the
-    window. Needs ``len(due_s) * d <= window_end - window_start`` (the host cap
-    guarantees it).
+    window. The arithmetic is in integer microseconds (the schedule's resolution), so the
+    written times keep the gap exactly. Needs ``len(due_s) <= host_cap(d)`` for a one-day
+    window.
 
-    Returns the times in the input order.
+    Returns the times (float epoch seconds, whole microseconds) in the input order.
     """
     due = np.asarray(due_s, dtype=float)
     n = len(due)
     if n == 0:
         return due
-    d = float(crawl_delay_s)
-    if n * d > window_end - window_start + 1e-6:
-        raise ValueError(f"{n} visits at {d}s apart do not fit in the window")
+    d = _delay_us(crawl_delay_s)
+    w0, w1 = int(round(window_start * 1e6)), int(round(window_end * 1e6))
+    if n * d > w1 - w0:
+        raise ValueError(f"{n} visits at {crawl_delay_s}s apart do not fit in the window")
     prio = np.zeros(n) if priority is None else -np.asarray(priority, dtype=float)
     order = np.lexsort((prio, due))
-    i = np.arange(n) * d
-    t = i + np.maximum.accumulate(np.maximum(due[order], window_start) - i)
-    last_allowed = window_end - 1e-3
+    due_us = np.clip(np.ceil(due[order] * 1e6), w0, w1 - 1).astype(np.int64)
+    i = np.arange(n, dtype=np.int64) * d
+    t = i + np.maximum.accumulate(due_us - i)
     # Backward pass: t_i = min(t_i, t_{i+1} - d) with the last visit inside the window;
     # in w_i = t_i - i*d it is a reversed running minimum.
     rev = (t - i)[::-1]
-    rev[0] = min(rev[0], last_allowed - i[-1])
+    rev[0] = min(rev[0], w1 - 1 - i[-1])
     t = np.minimum.accumulate(rev)[::-1] + i
-    out = np.empty(n)
+    out = np.empty(n, dtype=np.int64)
     out[order] = t
-    return out
+    return out / 1e6
+
+
+def _delay_us(crawl_delay_s) -> int:
+    return int(np.ceil(float(crawl_delay_s) * 1e6 - 1e-6))
