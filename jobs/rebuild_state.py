@@ -14,7 +14,7 @@ import argparse
 import sys
 from datetime import date, timedelta
 
-from jobs import storage, update_state
+from jobs import update_state
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.spark_session import get_spark
 
@@ -28,9 +28,9 @@ def dates(first: str, last: str) -> list[str]:
 
 def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     spark = spark or get_spark(cfg, "rebuild_state")
-    # Start from nothing: the day before the first date must have no state.
-    storage.delete_dir(cfg.paths.table("state", update_state.previous_day(first)))
-    return [update_state.run(cfg, day, spark) for day in dates(first, last)]
+    days = dates(first, last)
+    # The first day starts from nothing, whatever state exists for the day before.
+    return [update_state.run(cfg, day, spark, from_empty=(day == days[0])) for day in days]
 
 
 def main(argv=None) -> int:

@@ -43,14 +43,14 @@ def _fold_fn(cfg: Config, run_date: str):
     return fold
 
 
-def run(cfg: Config, run_date: str, spark=None) -> dict:
+def run(cfg: Config, run_date: str, spark=None, from_empty: bool = False) -> dict:
     from pyspark.sql import functions as F
 
     spark = spark or get_spark(cfg, "update_state")
     logs, bad_logs = ingest.read_fetch_logs(spark, cfg, run_date)
     importance, bad_imp = ingest.read_importance(spark, cfg)
     prev_path = cfg.paths.table("state", previous_day(run_date))
-    prev_files = storage.list_parquet_files(prev_path)
+    prev_files = [] if from_empty else storage.list_parquet_files(prev_path)
     schemas.check_files(schemas.STATE, prev_files)
     if prev_files:
         prev = spark.read.parquet(*prev_files).select(*state_update.STATE_COLUMNS)
