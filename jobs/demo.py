@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import date, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -113,13 +114,20 @@ def main(argv=None) -> int:
                     end_date=args.date, seed=args.seed)
     # Only the demo creates the bucket; in production it exists and publish may not create it.
     ensure_bucket(endpoint, BUCKET)
+    first = (date.fromisoformat(args.date) - timedelta(days=args.days - 1)).isoformat()
+    before = (date.fromisoformat(args.date) - timedelta(days=1)).isoformat()
+    log = workdir / f"demo-{args.date}.log"
+    log.write_text("")
+    if first <= before:
+        print(f"[demo] rebuilding state from the history {first} .. {before} "
+              f"(python -m jobs.rebuild_state) ...", flush=True)
+        run_logged([sys.executable, "-m", "jobs.rebuild_state", "--from", first, "--to", before,
+                    "--config", str(config_path)], dict(os.environ), log)
 
     env = airflow_env(workdir, config_path, cfg.spark.master)
-    log = workdir / f"airflow-{args.date}.log"
-    log.write_text("")
     print(f"[demo] airflow db migrate (SQLite under {workdir / 'airflow'}) ...", flush=True)
     run_logged([sys.executable, "-m", "airflow", "db", "migrate"], env, log)
-    print(f"[demo] airflow dags test recrawl_daily {args.date} (local Spark, log: {log}) ...",
+    print(f"[demo] airflow dags test recrawl_daily {args.date} (local Spark; log {log}) ...",
           flush=True)
     run_logged([sys.executable, "-m", "airflow", "dags", "test", "recrawl_daily", args.date],
                env, log)
@@ -132,7 +140,8 @@ def main(argv=None) -> int:
     print()
     print(f"Schedule for {day} (planned by the run for {args.date}) published to:")
     print(f"  {key}  at {endpoint}")
-    print(f"  files: {len(result.files) if hasattr(result, 'files') else '?'}, verified against the manifest")
+    print(f"  {result.files} files, {result.rows} rows, {result.hosts} hosts; checksums and counts "
+          f"verified against the manifest")
     print(f"URLs known:          {int(m.urls_known)} ({int(m.urls_gone)} gone)")
     print(f"Fetches planned:     {int(m.planned_total)} of budget {int(m.budget)} "
           f"(refresh {int(m.planned_refresh)}, fast {int(m.planned_fast)}, "

@@ -2,14 +2,26 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import tempfile
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# spark-submit (used by the DAG's SparkSubmitOperator) lives next to the interpreter.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+# Airflow reads its settings once, at first import: point it at a throwaway home now.
+_AIRFLOW_HOME = tempfile.mkdtemp(prefix="recrawl-airflow-")
+os.environ.update({
+    "AIRFLOW_HOME": _AIRFLOW_HOME,
+    "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(REPO, "dags"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
+})
 # Executors must import the project too.
 os.environ["PYTHONPATH"] = REPO + (os.pathsep + os.environ["PYTHONPATH"]
                                    if os.environ.get("PYTHONPATH") else "")
@@ -32,3 +44,11 @@ def make_config(root, *overrides):
 
     return load_config(None, [f"paths.root={root}", "spark.master=local[2]",
                               "spark.state_buckets=2", "schedule.n_shards=4", *overrides])
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """A migrated SQLite metadata database for real DAG runs."""
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
+                   capture_output=True, env=dict(os.environ))
+    return os.environ["AIRFLOW_HOME"]
