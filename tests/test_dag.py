@@ -17,7 +17,7 @@ BUDGET = 300
 
 
 def _dagbag():
-    from airflow.models.dagbag import DagBag
+    from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=os.path.join(REPO, "dags"))
 
@@ -29,7 +29,8 @@ def test_dagbag_has_no_import_errors(airflow_db):
     assert [t.task_id for t in dag.topological_sort()] == [
         "wait_for_logs", "validate_logs", "update_state", "allocate", "build_schedule",
         "publish", "verify"]
-    assert dag.catchup is True and str(dag.timetable.summary) == "@daily"
+    assert dag.catchup is True and dag.schedule == "@daily"
+    assert str(dag.timetable.timezone) in ("UTC", "Timezone('UTC')")
     spark_tasks = [t for t in dag.tasks if t.task_type == "SparkSubmitOperator"]
     assert {t.task_id for t in spark_tasks} == {"update_state", "allocate", "build_schedule"}
 
