@@ -181,7 +181,9 @@ def requests_from_schedule(web: SyntheticWeb, schedule: pd.DataFrame, day: int,
     p = web.params
     web.advance_to(day)
     nb = pd.to_datetime(schedule["not_before"], utc=True)
-    t = (nb.astype("int64").to_numpy() // 1000 - p.start_epoch_s * 1_000_000) / _US_PER_DAY
+    # Unit-agnostic: a schedule read from Parquet arrives in µs, one built in pandas in ns.
+    us = ((nb - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(1, "us")).to_numpy(np.int64)
+    t = (us - p.start_epoch_s * 1_000_000) / _US_PER_DAY
     t = np.maximum(t, float(day))
     keep = t < day + 1
     sched = schedule[keep]
