@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# One command for a closed-loop backtest and its HTML report (docs/backtest.md):
+#   bash infra/backtest.sh [--seeds 0 1 2] [--urls N] [--days N] [--out DIR] ...
+# Writes var/backtest/report/report.html by default.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/env.sh"
+cd "$REPO"
+exec "$VENV/bin/python" -m jobs.backtest "$@"

@@ -1,0 +1,362 @@
+"""The closed loop: history -> real Spark stages -> S3 publish -> simulated fleet -> next day.
+
+One synthetic web (:class:`jobs.sim.Simulation`) is crawled for ``history_days`` by the
+legacy crawler, state is bootstrapped from those logs by ``jobs.rebuild_state``, and then
+every policy is run on a copy of that same web and data root. Each day of a policy run is
+exactly what the DAG does for logical date D: ``allocate`` and ``build_schedule`` (the
+same ``run`` functions), ``dag_tasks.publish`` and ``dag_tasks.verify`` against a real S3
+server; the fleet then reads D+1's manifest and files with ``jobs.verify.read_schedule``,
+executes the rows at ``not_before`` (:meth:`Simulation.step`), which writes
+``fetch_logs/dt=D+1``, ``signals`` and ``frontier``; ``validate_logs`` and ``update_state``
+for D+1 close the loop.
+
+The simulator is the test harness, so it may hold its small web in memory; the planner
+jobs themselves never collect per-URL data to the driver.
+"""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from jobs import allocate, build_schedule, dag_tasks, rebuild_state, update_state, validate_logs
+from jobs.backtest import audit
+from jobs.config import Config, load_config
+from jobs.core.plan import host_cap
+from jobs.runlog import STAGES, read_stage_record
+from jobs.sim import Simulation, WebParams, run_history
+from jobs.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCHEMA,
+                               IMPORTANCE_SCHEMA, SIGNALS_SCHEMA, partition_dir, write_table)
+from jobs.verify import read_schedule
+
+BUCKET = "recrawl-backtest"
+POLICIES = ("uniform", "proportional", "adaptive", "optimal", "oracle")
+# Config keys owned by other stages, probed rather than assumed so the harness runs
+# before and after they land: the oracle's table of true rates, and the audit sample rate.
+ORACLE_KEYS = ("allocation.lambda_table", "policy.lambda_table")
+AUDIT_RATE_KEY = "audit.sample_rate"
+
+
+def config_has(key: str) -> bool:
+    """Whether the typed config defines ``section.key``."""
+    import dataclasses
+
+    from jobs.config import ConfigError, type_of_section
+    section, name = key.split(".", 1)
+    try:
+        return name in {f.name for f in dataclasses.fields(type_of_section(section))}
+    except ConfigError:
+        return False
+
+
+class NotWired(RuntimeError):
+    """A policy the planner cannot run yet (its stage or config key has not landed)."""
+
+
+@dataclass(frozen=True)
+class BacktestSpec:
+    """Everything that defines one backtest; the same spec always gives the same figures.
+
+    Attributes
+    ----------
+    urls, hosts : int
+        Size of the synthetic web at day 0.
+    history_days : int
+        Days crawled by the legacy crawler before the planner takes over. The legacy
+        crawler revisits every page within about 7 days; with less history some pages
+        never reach the planner's state, and it can never plan them.
+    days : int
+        Days planned by the planner (each one a full daily run).
+    seed : int
+        Seed of the web (and so of everything else).
+    budget_share : float
+        Daily fetch budget as a share of ``urls``.
+    start : str
+        Date of simulation day 0.
+    audit_rate : float
+        Share of URLs in the freshness audit sample.
+    overrides : tuple of str
+        Extra ``section.key=value`` planner config overrides, applied to every policy.
+    """
+
+    urls: int = 3000
+    hosts: int = 40
+    history_days: int = 7
+    days: int = 6
+    seed: int = 0
+    budget_share: float = 0.25
+    start: str = "2026-01-01"
+    audit_rate: float = 0.05
+    overrides: tuple = ()
+
+    @property
+    def budget(self) -> int:
+        return int(round(self.budget_share * self.urls))
+
+    def params(self) -> WebParams:
+        return WebParams(n_urls=self.urls, n_hosts=self.hosts, seed=self.seed, start=self.start)
+
+
+@dataclass
+class PolicyRun:
+    """The outcome of one policy: truth metrics, daily series and planner records."""
+
+    policy: str
+    status: str                       # "ok", "not wired" or "failed"
+    error: str | None = None
+    budget: int = 0
+    metrics: dict = field(default_factory=dict)
+    daily: pd.DataFrame | None = None       # one row per planned day (truth + planner)
+    allocation: pd.DataFrame | None = None  # per page: true λ, importance, visits/day
+    hosts: pd.DataFrame | None = None       # per host and day: rows, cap, lanes
+    audit: pd.DataFrame | None = None       # per day: audit estimate and truth
+    audit_checks: pd.DataFrame | None = None  # one row per audit check
+    seconds: float = 0.0
+    stage_seconds: dict = field(default_factory=dict)
+
+
+def day_str(params: WebParams, day: int) -> str:
+    return params.date_of(day).isoformat()
+
+
+def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | None,
+                   budget: int | None = None) -> Config:
+    """The planner's config for one policy on one data root."""
+    base = [f"paths.root={root}", "spark.master=local[2]", "spark.state_buckets=2",
+            "schedule.n_shards=4", f"budget.daily_fetches={budget if budget is not None else spec.budget}",
+            f"publish.target=s3://{BUCKET}/{root.parent.name}", f"publish.max_workers=4",
+            f"publish.endpoint_url={endpoint or ''}"]
+    if policy == "oracle":
+        keys = [k for k in ORACLE_KEYS if config_has(k)]
+        if not keys:
+            raise NotWired(f"no oracle config key ({' or '.join(ORACLE_KEYS)}) in jobs/config.py")
+        pol = ["policy.name=optimal", f"{keys[0]}={root / '_truth' / 'lambda'}"]
+    else:
+        pol = [f"policy.name={policy}"]
+    if config_has(AUDIT_RATE_KEY):  # the planner's audit sample is the harness's sample
+        pol.append(f"{AUDIT_RATE_KEY}={spec.audit_rate}")
+    return load_config(None, base + pol + list(spec.overrides))
+
+
+def toml_text(cfg: Config) -> str:
+    """The full config as TOML, for the DAG task callables that take a config path."""
+    def value(v):
+        if v is None:
+            return '""'  # load_config reads "" as None for optional keys
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return repr(v) if isinstance(v, (int, float)) else json.dumps(v)
+
+    lines = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {value(v)}" for k, v in values.items() if not isinstance(v, dict)]
+        for k, v in values.items():
+            if isinstance(v, dict):
+                lines.append(f"[{section}.{k}]")
+                lines += [f"{json.dumps(kk)} = {value(vv)}" for kk, vv in v.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------- inputs
+def write_inputs(sim: Simulation, root: Path, day: int) -> None:
+    """Refresh the slowly changing inputs as a production feed would before day ``day``'s run.
+
+    ``importance`` covers every page discovered so far (a link-graph feed knows them);
+    ``_truth/lambda`` is the oracle's table of true long-run change rates.
+    """
+    pg = sim.web.pages
+    known = np.flatnonzero(pg.discovered < day + 1)
+    write_table(pa.table({"url": pa.array(pg.url[known], pa.string()),
+                          "importance": pa.array(pg.importance[known], pa.float64())}),
+                root / "importance" / "part-0.parquet", IMPORTANCE_SCHEMA)
+    write_table(pa.table({"url": pa.array(pg.url[known], pa.string()),
+                          "lambda": pa.array(pg.lam_eff[known], pa.float64())}),
+                root / "_truth" / "lambda" / "part-0.parquet",
+                pa.schema([("url", pa.string()), ("lambda", pa.float64())]))
+
+
+def _write_day(sim: Simulation, root: Path, day: int, log: pa.Table) -> None:
+    date = sim.params.date_of(day)
+    write_table(log, partition_dir(root, "fetch_logs", date) / "part-00000.parquet",
+                FETCH_LOG_SCHEMA)
+    write_table(sim.signals_table(day), partition_dir(root, "signals", date) / "part-00000.parquet",
+                SIGNALS_SCHEMA)
+    write_table(sim.frontier_table(day), partition_dir(root, "frontier", date) / "part-00000.parquet",
+                FRONTIER_SCHEMA)
+
+
+def prepare_history(spec: BacktestSpec, workdir: Path, spark) -> tuple[Simulation, Path]:
+    """Crawl the web with the legacy crawler and bootstrap planner state from its logs.
+
+    Returns the simulation positioned after the history and the data root holding the
+    history's partitions and ``state/dt=<last history day>``.
+    """
+    params = spec.params()
+    root = workdir / "history" / "data"
+    shutil.rmtree(root.parent, ignore_errors=True)
+    sim = Simulation(params)
+    run_history(sim, spec.history_days, lambda d, table, rec: _write_day(sim, root, d, table))
+    write_table(pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False),
+                root / "host_policy" / "part-0.parquet", HOST_POLICY_SCHEMA)
+    write_inputs(sim, root, spec.history_days - 1)
+    cfg = planner_config(spec, root, "adaptive", None)
+    first, last = day_str(params, 0), day_str(params, spec.history_days - 1)
+    for d in range(spec.history_days):
+        validate_logs.run(cfg, day_str(params, d))
+    rebuild_state.run(cfg, first, last, spark)
+    return sim, root
+
+
+# --------------------------------------------------------------------- loop
+def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path], workdir: Path,
+               spark, endpoint: str, budget: int | None = None, tag: str | None = None,
+               log=print) -> PolicyRun:
+    """Run ``spec.days`` planned days of ``policy`` on a copy of the history."""
+    sim0, hist_root = history
+    budget = spec.budget if budget is None else budget
+    name = tag or policy
+    root = workdir / name / "data"
+    shutil.rmtree(root.parent, ignore_errors=True)
+    shutil.copytree(hist_root, root)
+    sim = copy.deepcopy(sim0)
+    sim.root = root
+    run = PolicyRun(policy=name, status="ok", budget=budget)
+    try:
+        cfg = planner_config(spec, root, policy, endpoint, budget)
+    except NotWired as exc:
+        run.status, run.error = "not wired", str(exc)
+        log(f"[backtest] {name}: not wired ({exc})")
+        return run
+    cfg_path = root.parent / "recrawl.toml"
+    cfg_path.write_text(toml_text(cfg))
+    from jobs.publish import ensure_bucket
+    ensure_bucket(endpoint, BUCKET)
+
+    p = sim.params
+    first_plan = spec.history_days  # sim day of the first planned schedule
+    secs = {k: 0.0 for k in ("allocate", "build_schedule", "publish_verify", "fleet",
+                             "update_state", "audit")}
+    rows, host_rows, audits = [], [], []
+    visits0 = sim.copies.visits.copy()
+    t_start = time.monotonic()
+    for k in range(spec.days):
+        d_run, d_next = first_plan - 1 + k, first_plan + k
+        D, D1 = day_str(p, d_run), day_str(p, d_next)
+        t = t_day = time.monotonic()
+        try:
+            alloc_rec = allocate.run(cfg, D, spark)
+        except NotImplementedError as exc:
+            run.status, run.error = "not wired", str(exc)
+            log(f"[backtest] {name}: not wired ({exc})")
+            return run
+        secs["allocate"] += time.monotonic() - t
+        t = time.monotonic()
+        build_schedule.run(cfg, D, spark)
+        secs["build_schedule"] += time.monotonic() - t
+        t = time.monotonic()
+        dag_tasks.publish(D, str(cfg_path))
+        verified = dag_tasks.verify(D, str(cfg_path))
+        sched = read_schedule(cfg.publish.target, D1, endpoint)
+        secs["publish_verify"] += time.monotonic() - t
+        t = time.monotonic()
+        state_prev = audit.read_state_for_audit(cfg.paths.table("state", D), spec.audit_rate)
+        result = sim.step(d_next, sched)
+        secs["fleet"] += time.monotonic() - t
+        host_rows.append(_host_use(sim, sched, d_next))
+        t = time.monotonic()
+        audits.append(audit.shadow_audit(sim, d_next, state_prev, result.fetch_log))
+        secs["audit"] += time.monotonic() - t
+        t = time.monotonic()
+        write_inputs(sim, root, d_next)
+        validate_logs.run(cfg, D1)
+        update_state.run(cfg, D1, spark)
+        secs["update_state"] += time.monotonic() - t
+        rec = result.record
+        rows.append({"day": d_next, "date": D1, "run_date": D, "fetches": rec["fetches"],
+                     "freshness": rec["fresh_days"] / rec["obs_days"],
+                     "freshness_weighted": rec["w_fresh_days"] / rec["w_obs_days"],
+                     "age_days": rec["age_days2"] / rec["obs_days"],
+                     "age_days_weighted": rec["w_age_days2"] / rec["w_obs_days"],
+                     "status_304": rec["status_304"], "status_503": rec["status_503"],
+                     "gap_violations": rec["gap_violations"], "cap_violations": rec["cap_violations"],
+                     "found_change": rec["fetches_found_change"], "bytes": rec["bytes"],
+                     "not_issued": result.not_issued, "scheduled": len(sched),
+                     "verified_rows": verified.get("rows"),
+                     **{f"lane_{l}": int((sched["lane"] == l).sum())
+                        for l in ("refresh", "fast", "discovery", "audit")},
+                     **_planner_figures(cfg, D, d_next, alloc_rec)})
+        log(f"[backtest] {name} {D1}: {len(sched)} rows, freshness {rows[-1]['freshness']:.3f} "
+            f"(w {rows[-1]['freshness_weighted']:.3f}), {time.monotonic() - t_day:.1f}s")
+    run.seconds = time.monotonic() - t_start
+    run.stage_seconds = {k: round(v, 1) for k, v in secs.items()}
+    run.daily = pd.DataFrame(rows)
+    run.metrics = sim.metrics(first_plan, first_plan + spec.days - 1, budget)
+    run.metrics.update(_extra_metrics(run.daily, budget))
+    run.allocation = _allocation(sim, visits0, spec.days)
+    run.hosts = pd.concat(host_rows, ignore_index=True)
+    run.audit_checks = pd.concat(audits, ignore_index=True)
+    run.audit = audit.combine(run.audit_checks, run.daily, name)
+    run.metrics.update({f"audit_window_{k}": v for k, v in audit.window(
+        run.audit_checks, run.metrics["freshness"], run.metrics["freshness_weighted"],
+        name).items() if k not in ("policy", "day")})
+    return run
+
+
+def _planner_figures(cfg: Config, run_date: str, day: int, alloc_rec: dict) -> dict:
+    """The planner's own view of the run for ``run_date`` and the update for the next day."""
+    out = {"expected_freshness": alloc_rec.get("expected_freshness"),
+           "due_total": alloc_rec.get("due_total"), "host_carried": alloc_rec.get("host_carried")}
+    nxt = (dt.date.fromisoformat(run_date) + dt.timedelta(days=1)).isoformat()
+    upd = read_stage_record(cfg, nxt, "update_state")
+    for key in ("audit_freshness", "audit_freshness_lo", "audit_freshness_hi", "audit_n"):
+        if key in upd:
+            out[f"planner_{key}"] = upd[key]
+    return out
+
+
+def _extra_metrics(daily: pd.DataFrame, budget: int) -> dict:
+    return {"budget": budget, "planned_rows": int(daily["scheduled"].sum()),
+            "not_issued": int(daily["not_issued"].sum()),
+            "schedule_over_budget_days": int((daily["scheduled"] > budget).sum())}
+
+
+def _allocation(sim: Simulation, visits0: np.ndarray, days: int) -> pd.DataFrame:
+    """Per page: true λ, importance and the visit rate the policy actually gave it."""
+    pg = sim.web.pages
+    n = len(sim.copies.visits)
+    before = np.concatenate([visits0, np.zeros(n - len(visits0), np.int64)])
+    return pd.DataFrame({"lam": pg.lam_eff[:n], "importance": pg.importance[:n],
+                         "kind": pg.kind[:n], "front": pg.section[:n] < 0,
+                         "visits_per_day": (sim.copies.visits - before) / days})
+
+
+def _host_use(sim: Simulation, sched: pd.DataFrame, day: int) -> pd.DataFrame:
+    """Scheduled rows per host against the host's daily capacity (crawl delay and cap)."""
+    h = sim.web.truth_hosts()
+    mf = h["max_fetches_per_day"].to_numpy(float)
+    cap = host_cap(h["crawl_delay_s"].to_numpy(float), np.where(mf < 0, np.nan, mf))
+    counts = sched.groupby("host").size() if len(sched) else pd.Series(dtype=int)
+    return pd.DataFrame({"day": day, "host": h["host"], "capacity": cap,
+                         "rows": counts.reindex(h["host"]).fillna(0).astype(int).to_numpy(),
+                         "size_day0": h["size_day0"]})
+
+
+def stages_present(cfg: Config, run_date: str) -> list[str]:
+    """Which stage records the run for ``run_date`` left (used by tests)."""
+    return [s for s in STAGES if read_stage_record(cfg, run_date, s)]
+
+
+def spec_dict(spec: BacktestSpec) -> dict:
+    d = asdict(spec)
+    d["budget"] = spec.budget
+    return d

@@ -1,0 +1,236 @@
+"""Backtest report: figures (PNG), the same figures' data (Parquet/JSON) and one HTML page.
+
+Layout under ``out``::
+
+    report.html            the page (PNGs referenced from figures/)
+    figures/*.png
+    data/summary.json      spec, per-policy metrics (per seed and mean ± sd), statuses
+    data/daily.parquet     per policy, seed and day: truth freshness/age, fetches, lanes
+    data/allocation.parquet  visits/day against true λ and importance, binned
+    data/hosts.parquet     per policy, seed, day and host: scheduled rows and capacity
+    data/audit.parquet     per policy, seed and day: audit estimates, intervals and truth
+    data/sweep.parquet     freshness against budget
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: the report is written by a batch job
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+TABLE_KEYS = ("freshness_weighted", "freshness", "age_days_weighted", "age_days", "fetches",
+              "found_change_share", "not_modified_rate", "bytes", "politeness_gap_violations",
+              "politeness_cap_violations", "status_503", "budget_overrun", "never_visited_share")
+LAMBDA_BINS = np.array([0, 1e-3, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 1e9])
+
+
+def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sample sd over seeds of each metric, one row per policy."""
+    ok = metrics[metrics["status"] == "ok"]
+    if ok.empty:
+        return pd.DataFrame()
+    g = ok.groupby("policy", sort=False)[[k for k in TABLE_KEYS if k in ok]]
+    mean, sd = g.mean(), g.std(ddof=1)
+    out = mean.add_suffix("_mean").join(sd.add_suffix("_sd"))
+    out["seeds"] = g.size()
+    return out.reset_index()
+
+
+def allocation_bins(alloc: pd.DataFrame) -> pd.DataFrame:
+    """Mean visits/day per (policy, true-λ bin, importance tercile)."""
+    a = alloc.copy()
+    a["lam_bin"] = pd.cut(a["lam"], LAMBDA_BINS, right=False, labels=False)
+    a["imp_tercile"] = a.groupby(["policy", "seed"])["importance"].transform(
+        lambda s: pd.qcut(s.rank(method="first"), 3, labels=False))
+    out = (a.groupby(["policy", "lam_bin", "imp_tercile"], observed=True)
+           .agg(pages=("lam", "size"), lam_mid=("lam", "median"),
+                visits_per_day=("visits_per_day", "mean")).reset_index())
+    return out
+
+
+def _fig_time(daily: pd.DataFrame, path: Path) -> None:
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    panels = [("freshness_weighted", "freshness (importance-weighted)"),
+              ("freshness", "freshness (plain)"),
+              ("age_days_weighted", "age, days (importance-weighted)"),
+              ("age_days", "age, days (plain)")]
+    for ax, (col, title) in zip(axes.flat, panels):
+        for pol, g in daily.groupby("policy", sort=False):
+            m = g.groupby("day")[col].agg(["mean", "min", "max"])
+            ax.plot(m.index, m["mean"], marker="o", ms=3, label=pol)
+            ax.fill_between(m.index, m["min"], m["max"], alpha=0.15)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[1, 0].set_xlabel("simulation day")
+    axes[1, 1].set_xlabel("simulation day")
+    axes[0, 0].legend(fontsize=8)
+    fig.suptitle("Truth, day by day (band: min-max over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fig_sweep(sweep: pd.DataFrame, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for (pol, col), g in sweep.melt(id_vars=["policy", "budget_share", "seed"],
+                                    value_vars=["freshness_weighted", "freshness"]
+                                    ).groupby(["policy", "variable"]):
+        m = g.groupby("budget_share")["value"].mean()
+        ax.plot(m.index * 100, m.values, marker="o",
+                ls="-" if col == "freshness_weighted" else "--", label=f"{pol}, {col}")
+    ax.set_xlabel("daily budget, % of URLs")
+    ax.set_ylabel("time-averaged freshness")
+    ax.set_title("What-if: freshness against budget")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fig_allocation(bins: pd.DataFrame, path: Path) -> None:
+    pols = list(dict.fromkeys(bins["policy"]))
+    fig, axes = plt.subplots(1, len(pols), figsize=(max(3.6 * len(pols), 6.0), 3.8),
+                             sharey=True, squeeze=False)
+    for ax, pol in zip(axes[0], pols):
+        g = bins[bins["policy"] == pol]
+        for t, label in enumerate(("low", "mid", "high")):
+            s = g[g["imp_tercile"] == t].sort_values("lam_mid")
+            ax.plot(np.maximum(s["lam_mid"], 1e-4), np.maximum(s["visits_per_day"], 1e-3),
+                    marker="o", ms=3, label=f"importance {label}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(pol, fontsize=10)
+        ax.set_xlabel("true λ (changes/day)")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("visits/day (mean in bin)")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Allocation against true change rate and importance")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fig_lanes_hosts(daily: pd.DataFrame, hosts: pd.DataFrame, path: Path) -> None:
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    lanes = [c for c in daily.columns if c.startswith("lane_")]
+    per = daily.groupby("policy", sort=False)[lanes].mean()
+    bottom = np.zeros(len(per))
+    for c in lanes:
+        ax1.bar(per.index, per[c], bottom=bottom, label=c[5:])
+        bottom += per[c].to_numpy()
+    ax1.set_ylabel("scheduled rows per day (mean)")
+    ax1.set_title("Split per lane")
+    ax1.legend(fontsize=8)
+    ax1.tick_params(axis="x", rotation=20)
+    for pol, g in hosts.groupby("policy", sort=False):
+        use = np.sort((g["rows"] / g["capacity"].clip(lower=1)).to_numpy())
+        ax2.plot(use, 1.0 - np.arange(len(use)) / len(use), label=pol)
+    ax2.set_xlabel("share of the host's daily capacity scheduled")
+    ax2.set_ylabel("share of host-days at or above")
+    ax2.set_title("Use of each host's capacity (crawl delay and cap)")
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fig_audit(audit: pd.DataFrame, path: Path) -> None:
+    pols = list(dict.fromkeys(audit["policy"]))
+    fig, axes = plt.subplots(1, len(pols), figsize=(max(3.6 * len(pols), 6.0), 3.8),
+                             sharey=True, squeeze=False)
+    for ax, pol in zip(axes[0], pols):
+        g = audit[(audit["policy"] == pol) & (audit["day"] >= 0)]
+        x = g["day"] + 0.1 * g["seed"].rank(method="dense")
+        ax.errorbar(x, g["audit_freshness"], yerr=[g["audit_freshness"] - g["audit_lo"],
+                                                   g["audit_hi"] - g["audit_freshness"]],
+                    fmt="o", ms=3, label="shadow audit, 95% CI")
+        if "planner_audit_freshness" in g and g["planner_audit_freshness"].notna().any():
+            ax.errorbar(x + 0.05, g["planner_audit_freshness"],
+                        yerr=[g["planner_audit_freshness"] - g["planner_audit_lo"],
+                              g["planner_audit_hi"] - g["planner_audit_freshness"]],
+                        fmt="s", ms=3, label="planner audit (update_state)")
+        ax.plot(x, g["true_freshness"], "k_", ms=12, label="true freshness")
+        ax.set_title(pol, fontsize=10)
+        ax.set_xlabel("simulation day")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("freshness (plain)")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Freshness audit: estimate and interval against truth")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _html_table(df: pd.DataFrame) -> str:
+    return df.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0,
+                      classes="t", na_rep="")
+
+
+def write_report(out: Path, spec: dict, command: str, metrics: pd.DataFrame,
+                 daily: pd.DataFrame, alloc: pd.DataFrame, hosts: pd.DataFrame,
+                 audit: pd.DataFrame, sweep: pd.DataFrame, notes: list[str]) -> Path:
+    """Write figures, data files and ``report.html`` under ``out``; returns the HTML path."""
+    figs, data = out / "figures", out / "data"
+    figs.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
+    table = summary_table(metrics)
+    bins = allocation_bins(alloc) if not alloc.empty else pd.DataFrame()
+    for name, df in (("daily", daily), ("allocation", bins), ("hosts", hosts), ("audit", audit),
+                     ("sweep", sweep), ("metrics", metrics)):
+        df.to_parquet(data / f"{name}.parquet", index=False)
+    (data / "summary.json").write_text(json.dumps(
+        {"spec": spec, "command": command, "notes": notes,
+         "policies": json.loads(table.to_json(orient="records")),
+         "runs": json.loads(metrics.to_json(orient="records"))}, indent=1))
+
+    sections = []
+    if not daily.empty:
+        _fig_time(daily, figs / "freshness_age_over_time.png")
+        _fig_lanes_hosts(daily, hosts, figs / "lanes_and_host_capacity.png")
+        sections += [("Freshness and age over time", "freshness_age_over_time.png"),
+                     ("Split per lane and use of host capacity", "lanes_and_host_capacity.png")]
+    if not sweep.empty:
+        _fig_sweep(sweep, figs / "freshness_vs_budget.png")
+        sections.append(("Freshness against budget", "freshness_vs_budget.png"))
+    if not bins.empty:
+        _fig_allocation(bins, figs / "allocation_vs_lambda_importance.png")
+        sections.append(("Allocation against λ and importance",
+                         "allocation_vs_lambda_importance.png"))
+    if not audit.empty:
+        _fig_audit(audit, figs / "audit_coverage.png")
+        sections.append(("Freshness audit against truth", "audit_coverage.png"))
+
+    status = metrics.groupby("policy", sort=False).agg(
+        status=("status", "first"), error=("error", "first")).reset_index()
+    cover = pd.DataFrame()
+    if not audit.empty:
+        cols = [c for c in ("covered", "covered_w", "planner_covered") if c in audit]
+        cover = (audit[audit["day"] >= 0].groupby("policy", sort=False)[cols]
+                 .agg(lambda s: f"{int(s.sum())}/{int(s.notna().sum())}").reset_index())
+    parts = [f"<h1>recrawl backtest</h1><p><code>{html.escape(command)}</code></p>",
+             f"<pre>{html.escape(json.dumps(spec, indent=1))}</pre>",
+             "<h2>Policies</h2>", _html_table(status),
+             "<h2>Truth metrics over the planned days (mean and sd over seeds)</h2>",
+             _html_table(table) if not table.empty else "<p>no policy ran</p>"]
+    if not cover.empty:
+        parts += ["<h2>Audit interval covers the true freshness (days covered / days)</h2>",
+                  _html_table(cover)]
+    parts += ["<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+              + "</ul>"]
+    for title, png in sections:
+        parts.append(f"<h2>{html.escape(title)}</h2><img src='figures/{png}' style='max-width:100%'>")
+    style = ("<style>body{font-family:sans-serif;margin:2em;max-width:1300px}"
+             "table.t{border-collapse:collapse;font-size:12px}"
+             "table.t td,table.t th{padding:2px 6px;border-bottom:1px solid #ddd}</style>")
+    path = out / "report.html"
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>recrawl backtest"
+                    f"</title>{style}</head><body>{''.join(parts)}</body></html>")
+    return path
