@@ -126,6 +126,65 @@ class AirflowConfig:
 
 
 @dataclass(frozen=True)
+class EstimationConfig:
+    half_life_days: float = _doc("Half-life (days) of the per-URL change statistics; old "
+                                 "observations fade so a page that changes its behaviour is "
+                                 "followed. inf disables forgetting.", default=90.0)
+    prior_level: str = _doc("Empirical-Bayes shrinkage group: 'host' or 'template' (host + first "
+                            "path segment).", default="host")
+    prior_min_urls: int = _doc("Observed URLs a group needs for the EM prior fit (fewer: pooled "
+                               "group rate).", default=3)
+    level: float = _doc("Central probability of the lambda_lo/lambda_hi interval.", default=0.9)
+
+
+@dataclass(frozen=True)
+class TrustConfig:
+    half_life_days: float = _doc("Half-life (days) of the per-host validator evidence, so trust "
+                                 "is re-earned (and lies forgiven) over time.", default=60.0)
+    min_confirmations: float = _doc("Decayed full fetches in which the content changed AND the "
+                                    "validator moved, needed before a host's 304s are trusted.",
+                                    default=2.0)
+    max_lie_share: float = _doc("Largest share of content changes with an unmoved validator "
+                                "(frozen) a trusted validator may show.", default=0.1)
+    max_volatile_share: float = _doc("Largest share of same-content full fetches with a moved "
+                                     "validator (volatile) a trusted validator may show.",
+                                     default=0.2)
+
+
+@dataclass(frozen=True)
+class SignalsConfig:
+    half_life_days: float = _doc("Half-life (days) of the per-host signal accuracy counts.",
+                                 default=60.0)
+    min_scored: float = _doc("Decayed scored claims a host needs before its signals are trusted.",
+                             default=3.0)
+    min_accuracy: float = _doc("Smoothed accuracy (correct+1)/(scored+2) needed for trust.",
+                               default=0.8)
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    max_error_rate: float = _doc("Share of a host's fetches with status 0/5xx/429 above which its "
+                                 "cap_factor is cut.", default=0.05)
+    max_latency_ms: float = _doc("Mean response time above which the cap_factor is cut.",
+                                 default=2000.0)
+    decrease: float = _doc("Multiplicative decrease of cap_factor on a bad day (AIMD).",
+                           default=0.5)
+    increase: float = _doc("Additive increase of cap_factor on a good day (AIMD), up to 1.",
+                           default=0.1)
+    min_cap_factor: float = _doc("Floor of cap_factor.", default=0.05)
+    min_fetches: int = _doc("Fetches a host needs in a day before its health is judged.",
+                            default=5)
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    sample_rate: float = _doc("Share of URLs in the freshness audit sample "
+                              "(jobs.core.audit_sample.in_audit_sample); scored by update_state.",
+                              default=0.01)
+    level: float = _doc("Confidence of the audit freshness interval (Wilson).", default=0.95)
+
+
+@dataclass(frozen=True)
 class Config:
     paths: PathsConfig = field(default_factory=PathsConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
@@ -136,6 +195,11 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     publish: PublishConfig = field(default_factory=PublishConfig)
     airflow: AirflowConfig = field(default_factory=AirflowConfig)
+    estimation: EstimationConfig = field(default_factory=EstimationConfig)
+    trust: TrustConfig = field(default_factory=TrustConfig)
+    signals: SignalsConfig = field(default_factory=SignalsConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
 
     def __post_init__(self):
         _validate(self)
@@ -171,6 +235,37 @@ def _validate(c: Config) -> None:
         raise ConfigError("policy.default_importance must be >= 0")
     if c.schedule.n_shards < 1 or c.spark.state_buckets < 1:
         raise ConfigError("schedule.n_shards and spark.state_buckets must be >= 1")
+    _validate_update_sections(c)
+
+
+def _validate_update_sections(c: Config) -> None:
+    """[estimation], [trust], [signals], [health], [audit] (the update_state side)."""
+    e, t, g, h, a = c.estimation, c.trust, c.signals, c.health, c.audit
+    for key, value in (("estimation.half_life_days", e.half_life_days),
+                       ("trust.half_life_days", t.half_life_days),
+                       ("signals.half_life_days", g.half_life_days)):
+        if not value > 0:
+            raise ConfigError(f"{key} must be > 0 (inf disables forgetting)")
+    if e.prior_level not in ("host", "template"):
+        raise ConfigError("estimation.prior_level must be 'host' or 'template'")
+    if e.prior_min_urls < 2:
+        raise ConfigError("estimation.prior_min_urls must be >= 2")
+    for key, value in (("estimation.level", e.level), ("audit.level", a.level)):
+        if not 0 < value < 1:
+            raise ConfigError(f"{key} must be in (0, 1)")
+    for key, value in (("trust.max_lie_share", t.max_lie_share),
+                       ("trust.max_volatile_share", t.max_volatile_share),
+                       ("signals.min_accuracy", g.min_accuracy),
+                       ("health.max_error_rate", h.max_error_rate),
+                       ("audit.sample_rate", a.sample_rate)):
+        if not 0 <= value <= 1:
+            raise ConfigError(f"{key} must be in [0, 1]")
+    if t.min_confirmations < 0 or g.min_scored < 0 or h.min_fetches < 0:
+        raise ConfigError("trust.min_confirmations, signals.min_scored, health.min_fetches >= 0")
+    if not (0 < h.decrease < 1 and h.increase >= 0 and 0 < h.min_cap_factor <= 1
+            and h.max_latency_ms > 0):
+        raise ConfigError("need 0 < health.decrease < 1, health.increase >= 0, "
+                          "0 < health.min_cap_factor <= 1, health.max_latency_ms > 0")
 
 
 def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:

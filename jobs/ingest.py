@@ -124,6 +124,36 @@ def read_frontier(spark, cfg: Config, run_date: str):
     return _split(df, reason, "frontier")
 
 
+SIGNAL_SOURCES = ("sitemap", "feed", "websub", "indexnow")
+
+
+def read_signals(spark, cfg: Config, run_date: str):
+    """Today's push signals as (clean, quarantined), or (None, None) without a partition.
+
+    Rules: ``null_url``; ``bad_url`` (not http(s) or no host); ``null_signaled_at``;
+    ``future_signaled_at`` (at or after D+1 00:00 UTC: a claim about the future is not a
+    change); ``bad_source`` (not one of ``SIGNAL_SOURCES``). ``host`` is derived from the URL.
+    """
+    from pyspark.sql import functions as F
+
+    files = checked_files(schemas.SIGNALS, cfg.paths.table("signals", run_date), False)
+    if not files:
+        return None, None
+    df = _read(spark, schemas.SIGNALS, files)
+    _, day_end = day_bounds(run_date)
+    parsed_host = F.expr("lower(try_parse_url(url, 'HOST'))")
+    proto = F.expr("lower(try_parse_url(url, 'PROTOCOL'))")
+    df = df.withColumn("host", parsed_host)
+    reason = (F.when(F.col("url").isNull(), "null_url")
+              .when(~proto.isin("http", "https") | proto.isNull() | F.col("host").isNull()
+                    | (F.col("host") == ""), "bad_url")
+              .when(F.col("signaled_at").isNull(), "null_signaled_at")
+              .when(F.col("signaled_at") >= F.lit(day_end), "future_signaled_at")
+              .when(F.col("source").isNull() | ~F.lower("source").isin(*SIGNAL_SOURCES),
+                    "bad_source"))
+    return _split(df, reason, "signals")
+
+
 def write_quarantine(cfg: Config, run_date: str, source: str, bad) -> int:
     """Write ``bad`` rows for one source table (replacing that source's rows) and count them."""
     path = f"{cfg.paths.table('quarantine', run_date)}/source={source}"

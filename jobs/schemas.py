@@ -150,6 +150,16 @@ FRONTIER = Contract("frontier", "frontier/dt=YYYY-MM-DD/*.parquet",
     C("importance", "float", "importance if known", True),
 ))
 
+# The per-URL change statistics of jobs.core.estimators_stats (decayed sums).
+_STATS_NAMES = tuple([f"chg_n_{k:02d}" for k in range(16)] + [f"chg_t_{k:02d}" for k in range(16)]
+                     + ["unch_n", "unch_t", "lm_n", "lm_changes", "lm_exposure"])
+_STATS_DOC = {"chg_": "changed observations in log interval bin k: decayed count (n) or sum of "
+                      "intervals in days (t)",
+              "unch": "unchanged observations: decayed count (n) / sum of intervals (t, days)",
+              "lm_n": "observations with trusted Last-Modified or signal dating (decayed)",
+              "lm_c": "dated changes (decayed)",
+              "lm_e": "dated exposure, days (decayed)"}
+
 STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
                  "The planner's per-URL memory after the run for dt; the analysts' main table.", (
     C("url", "string", "the URL"),
@@ -159,6 +169,9 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
     C("last_status", "int32", "status of the last fetch attempt", True),
     C("last_success_at", "timestamp", "last 2xx/304 fetch", True),
     C("last_change_at", "timestamp", "fetch time at which a change was last seen", True),
+    C("last_known_at", "timestamp", "last time the stored content was confirmed current (2xx "
+                                    "with a hash, or a 304 of a trusted host); intervals of "
+                                    "observations start here", True),
     C("etag", "string", "last ETag seen (raw)", True),
     C("last_modified", "string", "last Last-Modified seen (raw)", True),
     C("content_hash", "string", "last content hash seen", True),
@@ -166,15 +179,66 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
     C("lambda_hat", "float", "estimated change rate, changes per day"),
     C("lambda_lo", "float", "lower end of the 90% interval of lambda"),
     C("lambda_hi", "float", "upper end of the 90% interval of lambda"),
+    C("lambda_prior", "float", "mean of the empirical-Bayes group prior lambda was shrunk "
+                               "towards (null: default smoothing prior)", True),
     C("n_fetches", "int", "fetch attempts seen"),
-    C("n_observations", "int", "changed/unchanged observations seen"),
-    C("n_changes", "int", "observations that found a change"),
-    C("exposure_days", "float", "sum of observed intervals (days)"),
+    C("n_observations", "int", "changed/unchanged observations seen (not decayed)"),
+    C("n_changes", "int", "observations that found a change (not decayed)"),
+    C("exposure_days", "float", "sum of observed intervals (days, not decayed)"),
     C("n_errors", "int", "fetches with status 0, 429 or 5xx"),
     C("consecutive_gone", "int32", "consecutive 404/410 answers"),
     C("gone", "bool", "confirmed gone; only re-checked rarely"),
+    C("signal_claim_at", "timestamp", "latest push-signal claim (any host) not yet scored by "
+                                      "a later observation", True),
+    C("pending_signal_at", "timestamp", "claimed change time of a TRUSTED push signal newer "
+                                        "than our last confirmed copy: P(changed) = 1, jump "
+                                        "the queue; null otherwise", True),
     C("importance", "float", "importance weight used"),
     C("lane", "string", "refresh or fast"),
+    C("updated_dt", "date", "run date that wrote this row"),
+) + tuple(C(name, "float", _STATS_DOC[name[:4]]) for name in _STATS_NAMES))
+
+HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
+                 "Per-host validator trust, signal accuracy and health after the run for dt "
+                 "(written by update_state; read by allocate). Evidence columns are counts "
+                 "decayed with `trust.half_life_days` / `signals.half_life_days`.", (
+    C("host", "string", "the host"),
+    C("validator_class", "string", "honest_etag, honest_lm, no_validators, frozen_lm, "
+                                   "volatile_etag, frozen_etag or unverified "
+                                   "(docs/estimation.md)"),
+    C("trust_etag", "bool", "304s answering If-None-Match are counted as unchanged"),
+    C("trust_lm", "bool", "304s answering If-Modified-Since are counted as unchanged and "
+                          "Last-Modified dates changes"),
+    C("audit_wanted", "bool", "the host's 304s are trusted, so some of its fetches must be "
+                              "full (audits) to keep re-earning that trust"),
+    C("ev_200", "float", "2xx responses"),
+    C("ev_304", "float", "304 responses"),
+    C("ev_304_ignored", "float", "304s not counted as evidence (host not trusted)"),
+    C("ev_compared", "float", "2xx whose hash could be compared with the stored one"),
+    C("ev_etag_seen", "float", "2xx carrying an ETag"),
+    C("ev_lm_seen", "float", "2xx carrying a Last-Modified"),
+    C("ev_etag_agree_chg", "float", "content changed and ETag moved"),
+    C("ev_etag_agree_same", "float", "content same and ETag same"),
+    C("ev_etag_frozen", "float", "content changed but ETag same (a 304 would lie)"),
+    C("ev_etag_volatile", "float", "content same but ETag moved"),
+    C("ev_lm_agree_chg", "float", "content changed and Last-Modified moved"),
+    C("ev_lm_agree_same", "float", "content same and Last-Modified same"),
+    C("ev_lm_frozen", "float", "content changed but Last-Modified same (frozen LM)"),
+    C("ev_lm_volatile", "float", "content same but Last-Modified moved"),
+    C("ev_sig_received", "float", "push signals received for known URLs"),
+    C("ev_sig_correct", "float", "scored claims confirmed by a change"),
+    C("ev_sig_wrong", "float", "scored claims followed by no change"),
+    C("signal_accuracy", "float", "(correct + 1) / (correct + wrong + 2)"),
+    C("signal_trusted", "bool", "signals set pending_signal_at and date changes"),
+    C("fetches_today", "int", "fetch attempts in dt's logs"),
+    C("timeouts_today", "int", "status 0 (network error or timeout)"),
+    C("errors_5xx_today", "int", "status 5xx"),
+    C("throttled_429_today", "int", "status 429"),
+    C("error_rate_today", "float", "(0 + 5xx + 429) / fetches", True),
+    C("mean_latency_ms_today", "float", "mean elapsed_ms", True),
+    C("cap_factor", "float", "in (0, 1]: multiply the host's daily cap by it (AIMD on errors "
+                             "and latency, `[health]`)"),
+    C("urls_known", "int", "URLs of the host in state"),
     C("updated_dt", "date", "run date that wrote this row"),
 ))
 
@@ -218,10 +282,37 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet", "One row of run
     C("hosts", "int", "hosts in the schedule"),
     C("expected_freshness", "float", "importance-weighted expected freshness of known URLs "
                                      "under the planned rates"),
+    C("audit_freshness", "float", "share of audit-sample full fetches that found our copy "
+                                  "current (achieved freshness)", True, False),
+    C("audit_freshness_lo", "float", "lower end of its Wilson interval (`audit.level`)", True,
+      False),
+    C("audit_freshness_hi", "float", "upper end of its Wilson interval", True, False),
+    C("audit_n", "int", "audit-sample full fetches scored", True, False),
+    C("planned_audit", "int", "audit-sample full fetches planned (lane `refresh` in the "
+                              "schedule)", True, False),
+    C("audit_conversions", "int", "conditional visits on `audit_wanted` hosts turned into full "
+                                  "fetches (at most `budget.audit_share` x budget)", True, False),
+    C("signals_pending", "int", "URLs with a trusted push signal newer than their last fetch",
+      True, False),
+    C("budget_split", "string", "`budget.split`: fixed or auto", True, False),
+    C("fast_budget", "int", "visits planned for the fast lane", True, False),
+    C("discovery_budget", "int", "visits given to discovery (the chosen split)", True, False),
+    C("refresh_budget", "float", "visits/day the refresh solve spent", True, False),
+    C("refresh_marginal_value", "float", "refresh's value of one more visit/day: the multiplier "
+                                         "mu (policy optimal)", True, False),
+    C("discovery_marginal_value", "float", "value of the last discovery fetch: importance x "
+                                           "`lanes.discovery_value_days`", True, False),
+    C("policy_level", "float", "the refresh policy's global level (mu for optimal)", True, False),
+    C("floors_affordable", "bool", "false when the budget cannot pay every page's cap interval "
+                                   "(solved with no floor)", True, False),
+    C("expected_freshness_fast", "float", "expected freshness of fast-lane URLs", True, False),
+    C("expected_freshness_refresh", "float", "expected freshness of refresh-lane URLs", True,
+      False),
+    C("spark_passes", "int", "passes over the page table made by allocate", True, False),
     C("config_json", "string", "the config that produced the run"),
 ))
 
-CONTRACTS = {c.name: c for c in (FETCH_LOG, IMPORTANCE, HOST_POLICY, SIGNALS, FRONTIER, STATE,
+CONTRACTS = {c.name: c for c in (FETCH_LOG, IMPORTANCE, HOST_POLICY, SIGNALS, FRONTIER, STATE, HOSTS,
                                  SCHEDULE, QUARANTINE, METRICS)}
 
 

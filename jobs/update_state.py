@@ -1,8 +1,19 @@
-"""Stage 2: yesterday's state + today's fetch logs -> state/dt=D (incremental).
+"""Stage 2: yesterday's state + hosts + today's fetch logs and signals -> state/dt=D, hosts/dt=D.
 
-Never rescans log history: reads ``state/dt=D-1`` and ``fetch_logs/dt=D`` only. Rows of
-both are bucketed by a hash of the URL and co-grouped, so each pandas call folds a whole
-bucket with ``jobs.core.state_update.fold_day``.
+Never rescans log history: reads ``state/dt=D-1``, ``hosts/dt=D-1``, ``fetch_logs/dt=D`` and
+``signals/dt=D`` only. Steps (all per-URL work stays on the executors):
+
+1. Each log row gets its host's trust (``trust_etag``, ``trust_lm``, ``signal_trusted``)
+   from yesterday's hosts table; signal rows are unioned with the log rows.
+2. State and today's rows are bucketed by a hash of the URL and co-grouped, so each
+   pandas call folds a whole bucket with ``jobs.core.state_update.fold_day`` (decayed
+   sufficient statistics, observations, validator evidence, signal claims).
+3. Empirical-Bayes group priors: ``groupBy(group).applyInPandas(fit_group_priors)`` over
+   the folded statistics (group = host, or host + first path segment), joined back by
+   group and applied per row (``mapInPandas``): λ̂, λ_lo, λ_hi.
+4. Hosts: today's evidence summed per host plus health counts from the logs, co-grouped
+   with yesterday's hosts rows and reclassified by ``jobs.core.trust.update_hosts``.
+5. The freshness audit (sample URLs fetched in full) is scored into the run record.
 
 Run: ``python -m jobs.update_state --date D`` or ``spark-submit jobs/update_state.py --date D``.
 """
@@ -15,32 +26,111 @@ from datetime import date, timedelta
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
 
+import pandas as pd  # noqa: E402
+
 from jobs import ingest, schemas, storage  # noqa: E402
 from jobs.config import Config, add_config_args, config_from_args  # noqa: E402
-from jobs.core import state_update  # noqa: E402
+from jobs.core import estimators_shrinkage, observations, state_update, trust  # noqa: E402
+from jobs.core.estimators_stats import STATS_COLUMNS  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
+
+_EV = list(observations.EVIDENCE_COLUMNS)
+_FOLD_DDL = schemas.STATE.spark_ddl() + "".join(f", {c} bigint" for c in _EV)
+_PRIOR_DDL = "_group string, prior_shape double, prior_rate double"
+_TEMPLATE_RE = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?[^/?#:]+(?::\d+)?(/[^/?#]*)?"
+_ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
+             "content_hash", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
+             "is_signal"]
 
 
 def previous_day(run_date: str) -> str:
     return (date.fromisoformat(run_date) - timedelta(days=1)).isoformat()
 
 
-def _fold_fn(cfg: Config, run_date: str):
-    params = state_update.UpdateParams(floor_s=cfg.intervals.floor_s, cap_s=cfg.intervals.cap_s,
-                                       initial_s=cfg.intervals.initial_s,
-                                       gone_after=cfg.policy.gone_after)
+def update_params(cfg: Config) -> state_update.UpdateParams:
+    return state_update.UpdateParams(
+        floor_s=cfg.intervals.floor_s, cap_s=cfg.intervals.cap_s,
+        initial_s=cfg.intervals.initial_s, gone_after=cfg.policy.gone_after,
+        half_life_days=cfg.estimation.half_life_days, audit_sample_rate=cfg.audit.sample_rate,
+        level=cfg.estimation.level)
 
-    def fold(state_pdf, logs_pdf):
-        if len(logs_pdf) == 0 and len(state_pdf) == 0:
-            return state_update.empty_state()
+
+def _fold_fn(cfg: Config, run_date: str):
+    params = update_params(cfg)
+
+    def fold(state_pdf, rows_pdf):
         if len(state_pdf) == 0:
             state_pdf = state_update.empty_state()
-        out = state_update.fold_day(state_pdf[state_update.STATE_COLUMNS], logs_pdf,
-                                    run_date, params)
-        return out
+        is_sig = rows_pdf["is_signal"].fillna(False).to_numpy(bool)
+        logs, sig = rows_pdf[~is_sig], rows_pdf[is_sig]
+        if len(logs) == 0 and len(state_pdf) == 0:
+            return pd.DataFrame(columns=state_update.STATE_COLUMNS + _EV)
+        return state_update.fold_day(state_pdf[state_update.STATE_COLUMNS], logs, run_date,
+                                     params, signals=sig)
 
     return fold
+
+
+def _fit_priors_fn(cfg: Config):
+    def fit(pdf):
+        priors = estimators_shrinkage.fit_group_priors(
+            pdf[list(STATS_COLUMNS)].astype(float), pdf["_group"].to_numpy(object),
+            min_urls=cfg.estimation.prior_min_urls)
+        return pd.DataFrame({"_group": priors.index.astype(str),
+                             "prior_shape": priors["prior_shape"].to_numpy(float),
+                             "prior_rate": priors["prior_rate"].to_numpy(float)})
+
+    return fit
+
+
+def _apply_priors_fn(cfg: Config):
+    def apply(batches):
+        for pdf in batches:
+            rates = state_update.estimate_with_priors(pdf, pdf["prior_shape"], pdf["prior_rate"],
+                                                      level=cfg.estimation.level)
+            for c in rates.columns:
+                pdf[c] = rates[c].to_numpy()
+            yield pdf[state_update.STATE_COLUMNS + _EV]
+
+    return apply
+
+
+def _hosts_fn(cfg: Config, run_date: str):
+    def update(prev_pdf, today_pdf):
+        if len(prev_pdf) == 0 and len(today_pdf) == 0:
+            return pd.DataFrame(columns=list(trust.HOST_COLUMNS))
+        return trust.update_hosts(prev_pdf[list(trust.HOST_COLUMNS)] if len(prev_pdf) else
+                                  prev_pdf.iloc[0:0], today_pdf, run_date, cfg)
+
+    return update
+
+
+def _read_prev(spark, cfg: Config, table: str, contract, run_date: str, from_empty: bool):
+    files = [] if from_empty else storage.list_parquet_files(
+        cfg.paths.table(table, previous_day(run_date)))
+    schemas.check_files(contract, files)
+    if files:
+        return spark.read.parquet(*files).select(*contract.names)
+    return spark.createDataFrame([], contract.spark_ddl())
+
+
+def _rows(logs, signals, hosts_prev):
+    """Fetch rows and signal rows in one frame, each with its host's trust flags."""
+    from pyspark.sql import functions as F
+
+    trust_cols = hosts_prev.select("host", "trust_etag", "trust_lm", "signal_trusted")
+    logs = (logs.join(trust_cols, "host", "left")
+            .withColumn("signaled_at", F.lit(None).cast("timestamp"))
+            .withColumn("is_signal", F.lit(False)).select(*_ROW_COLS))
+    if signals is None:
+        return logs
+    sig = (signals.join(trust_cols, "host", "left")
+           .withColumn("is_signal", F.lit(True)).withColumn("status", F.lit(None).cast("int")))
+    for c in _ROW_COLS:
+        if c not in sig.columns:
+            sig = sig.withColumn(c, F.lit(None).cast(dict(logs.dtypes)[c]))
+    return logs.unionByName(sig.select(*_ROW_COLS))
 
 
 def run(cfg: Config, run_date: str, spark=None, from_empty: bool = False) -> dict:
@@ -49,42 +139,91 @@ def run(cfg: Config, run_date: str, spark=None, from_empty: bool = False) -> dic
     spark = spark or get_spark(cfg, "update_state")
     logs, bad_logs = ingest.read_fetch_logs(spark, cfg, run_date)
     importance, bad_imp = ingest.read_importance(spark, cfg)
-    prev_path = cfg.paths.table("state", previous_day(run_date))
-    prev_files = [] if from_empty else storage.list_parquet_files(prev_path)
-    schemas.check_files(schemas.STATE, prev_files)
-    if prev_files:
-        prev = spark.read.parquet(*prev_files).select(*state_update.STATE_COLUMNS)
-    else:
-        prev = spark.createDataFrame([], schemas.STATE.spark_ddl())
+    signals, bad_sig = ingest.read_signals(spark, cfg, run_date)
+    prev = _read_prev(spark, cfg, "state", schemas.STATE, run_date, from_empty)
+    hosts_prev = _read_prev(spark, cfg, "hosts", schemas.HOSTS, run_date, from_empty)
 
     buckets = cfg.spark.state_buckets
-    log_cols = ["url", "host", "fetched_at", "status", "etag", "last_modified", "content_hash"]
-    logs = logs.select(*log_cols).withColumn("_b", F.pmod(F.xxhash64("url"), F.lit(buckets)))
+    rows = _rows(logs, signals, hosts_prev).withColumn("_b", F.pmod(F.xxhash64("url"),
+                                                                    F.lit(buckets)))
     prev = prev.withColumn("_b", F.pmod(F.xxhash64("url"), F.lit(buckets)))
-    folded = (prev.groupBy("_b").cogroup(logs.groupBy("_b"))
-              .applyInPandas(_fold_fn(cfg, run_date), schemas.STATE.spark_ddl()))
+    folded = (prev.groupBy("_b").cogroup(rows.groupBy("_b"))
+              .applyInPandas(_fold_fn(cfg, run_date), _FOLD_DDL))
+    group = (F.col("host") if cfg.estimation.prior_level == "host"
+             else F.concat(F.col("host"), F.regexp_extract("url", _TEMPLATE_RE, 1)))
+    folded = folded.withColumn("_group", group).persist()
+    priors = (folded.select("_group", *STATS_COLUMNS).groupBy("_group")
+              .applyInPandas(_fit_priors_fn(cfg), _PRIOR_DDL))
+    result = (folded.join(priors, "_group", "left")
+              .mapInPandas(_apply_priors_fn(cfg), _FOLD_DDL))
     default_imp = F.lit(float(cfg.policy.default_importance))
     if importance is not None:
-        folded = (folded.drop("importance").join(importance, "url", "left")
+        result = (result.drop("importance").join(importance, "url", "left")
                   .withColumn("importance", F.coalesce("importance", default_imp)))
     else:
-        folded = folded.withColumn("importance", default_imp)
+        result = result.withColumn("importance", default_imp)
     out_path = cfg.paths.table("state", run_date)
-    folded.select(*state_update.STATE_COLUMNS).write.mode("overwrite").parquet(out_path)
+    result.select(*state_update.STATE_COLUMNS).write.mode("overwrite").parquet(out_path)
 
-    written = spark.read.parquet(out_path)
-    figures = written.agg(F.count("*").alias("urls_known"),
-                          F.sum(F.col("gone").cast("int")).alias("urls_gone")).first().asDict()
+    hosts = _write_hosts(spark, cfg, run_date, folded, logs, hosts_prev)
+    figures = folded.agg(F.count("*").alias("urls_known"),
+                         F.sum(F.col("gone").cast("int")).alias("urls_gone"),
+                         F.sum(F.col("pending_signal_at").isNotNull().cast("int"))
+                         .alias("urls_pending_signal"),
+                         F.sum("ev_audit_n").alias("audit_n"),
+                         F.sum("ev_audit_fresh").alias("audit_fresh")).first().asDict()
+    folded.unpersist()
+    audit = _audit_figures(cfg, int(figures["audit_n"] or 0), int(figures["audit_fresh"] or 0))
     record = {
         "log_rows": int(spark.read.parquet(*ingest.storage.list_parquet_files(
             cfg.paths.table("fetch_logs", run_date))).count()),
         "quarantined_fetch_logs": ingest.write_quarantine(cfg, run_date, "fetch_logs", bad_logs),
         "quarantined_importance": ingest.write_quarantine(cfg, run_date, "importance", bad_imp),
+        "quarantined_signals": ingest.write_quarantine(cfg, run_date, "signals", bad_sig),
         "urls_known": int(figures["urls_known"] or 0),
         "urls_gone": int(figures["urls_gone"] or 0),
+        "urls_pending_signal": int(figures["urls_pending_signal"] or 0),
+        **hosts, **audit,
     }
     write_stage_record(cfg, run_date, "update_state", record)
     return record
+
+
+def _write_hosts(spark, cfg: Config, run_date: str, folded, logs, hosts_prev) -> dict:
+    from pyspark.sql import functions as F
+
+    ev = folded.groupBy("host").agg(*[F.sum(c).cast("double").alias(c) for c in _EV],
+                                    F.count("*").alias("urls_known"))
+    st = F.col("status")
+    health = logs.groupBy("host").agg(
+        F.count("*").alias("fetches"), F.sum((st == 0).cast("long")).alias("timeouts"),
+        F.sum((st >= 500).cast("long")).alias("errors_5xx"),
+        F.sum((st == 429).cast("long")).alias("throttled_429"),
+        F.sum("elapsed_ms").cast("double").alias("latency_sum_ms"),
+        F.count("elapsed_ms").alias("latency_n"))
+    today = ev.join(health, "host", "full")
+    buckets = cfg.spark.state_buckets
+    today = today.withColumn("_b", F.pmod(F.xxhash64("host"), F.lit(buckets)))
+    prev = hosts_prev.withColumn("_b", F.pmod(F.xxhash64("host"), F.lit(buckets)))
+    hosts = (prev.groupBy("_b").cogroup(today.groupBy("_b"))
+             .applyInPandas(_hosts_fn(cfg, run_date), schemas.HOSTS.spark_ddl()))
+    path = cfg.paths.table("hosts", run_date)
+    hosts.write.mode("overwrite").parquet(path)
+    written = spark.read.parquet(path)
+    rows = written.groupBy("validator_class").agg(
+        F.count("*").alias("n"), F.sum((F.col("cap_factor") < 1.0).cast("long")).alias("cut")
+    ).collect()  # one row per class
+    by_class = {r["validator_class"]: int(r["n"]) for r in rows}
+    return {"hosts_known": int(sum(by_class.values())), "hosts_by_class": by_class,
+            "hosts_cap_cut": int(sum(r["cut"] or 0 for r in rows))}
+
+
+def _audit_figures(cfg: Config, n: int, fresh: int) -> dict:
+    """Achieved freshness on the audit sample with its Wilson interval (issue 5 §4)."""
+    p, lo, hi = observations.wilson_interval(fresh, n, cfg.audit.level)
+    none = n == 0  # JSON has no NaN: report "no audit today" as null
+    return {"audit_n": n, "audit_fresh": fresh, "audit_freshness": None if none else p,
+            "audit_freshness_lo": None if none else lo, "audit_freshness_hi": None if none else hi}
 
 
 def main(argv=None) -> int:

@@ -40,7 +40,8 @@ def test_state_is_updated_incrementally(run_two_days):
     s = state.set_index("url")
     odd, even = s.loc["https://news.example/p1"], s.loc["https://news.example/p0"]
     assert odd.n_changes == 1 and odd.interval_s == 43200 and odd.etag == '"n1b"'
-    assert even.n_changes == 0 and even.interval_s == 172800 and even.etag == '"n0"'
+    # Day 2's 304s come before news.example has earned trust (issue 3 §3): no observation.
+    assert even.n_observations == 0 and even.interval_s == 86400 and even.etag == '"n0"'
     assert s.loc["https://news.example/p2"].importance == 8.0
     assert s.loc["https://docs.example/d0"].importance == 1.0  # bad weight quarantined, default
     assert (s.lambda_lo <= s.lambda_hat).all() and (s.lambda_hat <= s.lambda_hi).all()

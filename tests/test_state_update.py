@@ -3,16 +3,20 @@ import pandas as pd
 import pytest
 
 from jobs.core import adaptive
+from jobs.core.estimators_stats import STATS_COLUMNS
 from jobs.core.state_update import UpdateParams, empty_state, fold_day
 
 H = 3600.0
+D = "2026-11-0"
 
 
-def logs(rows):
+def logs(rows, trust=True, host="h.example"):
     df = pd.DataFrame(rows, columns=["url", "fetched_at", "status", "etag", "last_modified",
                                      "content_hash"])
-    df["host"] = "h.example"
+    df["host"] = host
     df["fetched_at"] = pd.to_datetime(df["fetched_at"], utc=True)
+    df["trust_etag"] = trust
+    df["trust_lm"] = trust
     return df
 
 
@@ -27,12 +31,12 @@ def test_seed_trace_backoff_and_advance():
     assert adaptive.next_interval([5.0], [False], [False], H, 90 * 86400)[0] == 5.0
 
 
-def test_changed_means_hash_differs_and_304_is_unchanged():
+def test_changed_means_hash_differs_and_trusted_304_is_unchanged():
     day1 = logs([("u", "2026-11-01T00:00Z", 200, '"a"', None, "h1")])
     s1 = fold_day(empty_state(), day1, "2026-11-01")
     assert s1.n_observations[0] == 0 and s1.interval_s[0] == 86400  # baseline only
     day2 = logs([("u", "2026-11-02T00:00Z", 200, '"b"', None, "h1"),   # same hash: unchanged
-                 ("u", "2026-11-02T06:00Z", 304, None, None, None),    # 304: unchanged
+                 ("u", "2026-11-02T06:00Z", 304, None, None, None),    # trusted 304: unchanged
                  ("u", "2026-11-02T12:00Z", 200, '"c"', None, "h2")])  # changed
     s2 = fold_day(s1, day2, "2026-11-02")
     row = s2.iloc[0]
@@ -42,6 +46,39 @@ def test_changed_means_hash_differs_and_304_is_unchanged():
     assert row.etag == '"c"' and row.content_hash == "h2"
     assert row.last_change_at == pd.Timestamp("2026-11-02T12:00Z")
     assert row.n_fetches == 4
+    # Sufficient statistics: 2 unchanged (1 d + 0.25 d), one change after 0.25 d.
+    # The change carries no Last-Modified, so it is censored even on a trusted-LM host.
+    assert row.lm_n == 2 and row.lm_exposure == pytest.approx(1.25) and row.lm_changes == 0
+    assert sum(row[f"chg_n_{k:02d}"] for k in range(16)) == 1
+    assert row.ev_etag_volatile == 1 and row.ev_etag_agree_chg == 1 and row.ev_compared == 2
+
+
+def test_untrusted_304_is_not_evidence_and_keeps_the_interval_start():
+    s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, '"a"', None, "h1")]),
+                  "2026-11-01")
+    s2 = fold_day(s1, logs([("u", "2026-11-02T00:00Z", 304, None, None, None)], trust=False),
+                  "2026-11-02")
+    r = s2.iloc[0]
+    assert r.n_observations == 0 and r.ev_304_ignored == 1 and r.interval_s == 86400
+    assert r.last_known_at == pd.Timestamp("2026-11-01T00:00Z")
+    s3 = fold_day(s2, logs([("u", "2026-11-03T00:00Z", 200, '"b"', None, "h2")], trust=False),
+                  "2026-11-03")
+    r = s3.iloc[0]
+    # The full fetch covers the whole 2 days since the last confirmed copy.
+    assert r.n_changes == 1 and r.chg_n_06 == 1 and r.chg_t_06 == pytest.approx(2.0)
+
+
+def test_redirects_and_other_4xx_are_no_observation():
+    s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, None, None, "h1")]),
+                  "2026-11-01")
+    s2 = fold_day(s1, logs([("u", "2026-11-02T00:00Z", 301, None, None, None),
+                            ("u", "2026-11-02T01:00Z", 403, None, None, None),
+                            ("v", "2026-11-02T02:00Z", 200, None, None, "hv")]), "2026-11-02")
+    u = s2.set_index("url").loc["u"]
+    assert u.n_observations == 0 and u.n_errors == 0 and not u.gone and u.n_fetches == 3
+    assert u.content_hash == "h1" and u.last_status == 403
+    # The fleet logs the redirect target as its own row: a new URL with its own baseline.
+    assert s2.set_index("url").loc["v"].content_hash == "hv"
 
 
 def test_errors_gone_and_order_independence():
@@ -63,6 +100,50 @@ def test_errors_gone_and_order_independence():
     assert not s3.set_index("url").loc["u"].gone
 
 
+def test_trusted_last_modified_dates_the_change():
+    lm0, lm1 = "Sun, 01 Nov 2026 00:00:00 GMT", "Mon, 02 Nov 2026 18:00:00 GMT"
+    s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, None, lm0, "a")]),
+                  "2026-11-01")
+    s2 = fold_day(s1, logs([("u", "2026-11-03T00:00Z", 200, None, lm1, "b")]), "2026-11-03")
+    r = s2.iloc[0]
+    assert r.lm_changes == 1 and r.lm_exposure == pytest.approx(0.25)  # 6 h since modification
+    untrusted = fold_day(s1, logs([("u", "2026-11-03T00:00Z", 200, None, lm1, "b")], trust=False),
+                         "2026-11-03").iloc[0]
+    assert untrusted.lm_n == 0 and untrusted[[c for c in STATS_COLUMNS if c.startswith("chg_n")]].sum() == 1
+
+
+def test_statistics_decay_with_the_half_life():
+    p = UpdateParams(half_life_days=10.0)
+    s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, None, None, "a")]),
+                  "2026-11-01", p)
+    s2 = fold_day(s1, logs([("u", "2026-11-02T00:00Z", 200, None, None, "a")], trust=False),
+                  "2026-11-02", p)
+    assert s2.unch_n[0] == 1.0
+    s3 = fold_day(s2, logs([], trust=False), "2026-11-12", p)   # 10 days later, no fetch
+    assert s3.unch_n[0] == pytest.approx(0.5, abs=1e-12) and s3.n_observations[0] == 1
+
+
+def test_signal_claims_are_scored_and_trusted_ones_pend():
+    s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, None, None, "a"),
+                                       ("w", "2026-11-01T00:00Z", 200, None, None, "a")]),
+                  "2026-11-01")
+    sig = pd.DataFrame({"url": ["u", "w", "zz"], "signal_trusted": [True, False, True],
+                        "signaled_at": pd.to_datetime(["2026-11-02T03:00Z"] * 3, utc=True)})
+    s2 = fold_day(s1, logs([("u", "2026-11-02T06:00Z", 200, None, None, "b"),
+                            ("w", "2026-11-02T06:00Z", 200, None, None, "a")], trust=False),
+                  "2026-11-02", signals=sig).set_index("url")
+    assert "zz" not in s2.index                      # signals do not create URLs
+    assert s2.loc["u", "ev_sig_correct"] == 1 and s2.loc["w", "ev_sig_wrong"] == 1
+    # A trusted, confirmed claim dates the change like a Last-Modified (3 h before the fetch).
+    assert s2.loc["u", "lm_changes"] == 1 and s2.loc["u", "lm_exposure"] == pytest.approx(0.125)
+    assert s2.loc["w", "lm_n"] == 0 and pd.isna(s2.loc["u", "pending_signal_at"])
+    sig3 = sig.assign(signaled_at=pd.to_datetime(["2026-11-03T09:00Z"] * 3, utc=True))
+    s3 = fold_day(s2.reset_index(), logs([]), "2026-11-03", signals=sig3).set_index("url")
+    assert s3.loc["u", "pending_signal_at"] == pd.Timestamp("2026-11-03T09:00Z")
+    assert pd.isna(s3.loc["w", "pending_signal_at"])  # untrusted: ignored, still armed
+    assert s3.loc["w", "signal_claim_at"] == pd.Timestamp("2026-11-03T09:00Z")
+
+
 def test_incremental_equals_one_shot_fold():
     rng = np.random.default_rng(5)
     rows = []
@@ -74,12 +155,13 @@ def test_incremental_equals_one_shot_fold():
                              f"h{rng.integers(0, 2)}"))
     all_logs = logs(rows)
     state = empty_state()
+    no_decay = UpdateParams(half_life_days=np.inf)
     for day in range(1, 6):
         part = all_logs[all_logs.fetched_at.dt.day == day]
-        state = fold_day(state, part, f"2026-11-0{day}")
-    one_shot = fold_day(empty_state(), all_logs, "2026-11-05")
+        state = fold_day(state, part, f"2026-11-0{day}", no_decay)
+    one_shot = fold_day(empty_state(), all_logs, "2026-11-05", no_decay)
     cols = ["url", "n_fetches", "n_observations", "n_changes", "exposure_days", "interval_s",
-            "content_hash", "n_errors"]
+            "content_hash", "n_errors", "lambda_hat", *STATS_COLUMNS]
     a = state[cols].sort_values("url").reset_index(drop=True)
     b = one_shot[cols].sort_values("url").reset_index(drop=True)
-    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(a, b, check_dtype=False, rtol=1e-10)

@@ -1,19 +1,21 @@
-"""Fold one day's fetch-log rows into the per-URL state (pure pandas, no Spark).
+"""Fold one day's fetch-log rows (and push signals) into the per-URL state (pure pandas).
 
 Called by ``jobs.update_state`` once per URL-hash bucket, with yesterday's state rows
-and today's clean log rows of the same URLs. Fetches of one URL within the day are
-applied in time order; the loop is over "k-th fetch of the day", vectorised over URLs,
-so its length is the largest number of fetches of any one URL that day.
+and today's clean log and signal rows of the same URLs. Fetches of one URL within the
+day are applied in time order; the loop is over "k-th fetch of the day", vectorised over
+URLs, so its length is the largest number of fetches of any one URL that day.
 
-Observation rules (the seed's rules; see docs/contract.md):
+What a fetch means is decided in :mod:`jobs.core.observations` (the observation rules,
+validator evidence, signal scoring). Observations are folded into the decayable
+sufficient statistics of :mod:`jobs.core.estimators_stats` (``STATS_COLUMNS``): the
+statistics are first decayed by ``2^(-Δ/h)`` for the Δ days since the row was last
+written, then the day's observations are added, so a day's update needs only
+yesterday's row and today's logs and replaying days one by one (``jobs.rebuild_state``)
+gives the same result as the daily runs. λ is estimated afterwards (with the group
+priors of the day, see :func:`estimate_with_priors`).
 
-* 2xx: changed iff ``content_hash`` differs from the stored one. The first success
-  only sets the baseline.
-* 304: unchanged.
-* 404/410: counts towards ``gone`` after ``gone_after`` in a row; a 2xx/304 resets it.
-* 0, 429, 5xx: an error, no observation.
-* 3xx other than 304 (redirects) and other 4xx: no observation; the fleet is expected
-  to log the final URL of a redirect chain as its own row.
+Every row also carries the day's per-URL evidence (``EVIDENCE_COLUMNS``) that Spark sums
+per host for the hosts table; those columns are not part of the state contract.
 """
 from __future__ import annotations
 
@@ -22,18 +24,23 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from jobs.core import adaptive
+from jobs.core import adaptive, estimators_stats as es, observations as ob
+from jobs.core.audit_sample import in_audit_sample
+from jobs.core.estimators import estimate_rate
 from jobs.core.times import epoch_seconds as _to_seconds
 from jobs.core.times import from_epoch_seconds as _from_seconds
 
 DAY_S = 86400.0
-STATE_COLUMNS = [
+BASE_COLUMNS = [
     "url", "host", "first_seen", "last_fetch_at", "last_status", "last_success_at",
-    "last_change_at", "etag", "last_modified", "content_hash", "interval_s", "lambda_hat",
-    "lambda_lo", "lambda_hi", "n_fetches", "n_observations", "n_changes", "exposure_days",
-    "n_errors", "consecutive_gone", "gone", "importance", "lane", "updated_dt",
+    "last_change_at", "last_known_at", "etag", "last_modified", "content_hash", "interval_s",
+    "lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior", "n_fetches", "n_observations",
+    "n_changes", "exposure_days", "n_errors", "consecutive_gone", "gone", "signal_claim_at",
+    "pending_signal_at", "importance", "lane", "updated_dt",
 ]
-_TS_COLS = ["first_seen", "last_fetch_at", "last_success_at", "last_change_at"]
+STATE_COLUMNS = BASE_COLUMNS + list(es.STATS_COLUMNS)
+_TS_COLS = ["first_seen", "last_fetch_at", "last_success_at", "last_change_at",
+            "last_known_at", "signal_claim_at", "pending_signal_at"]
 
 
 @dataclass(frozen=True)
@@ -42,26 +49,22 @@ class UpdateParams:
     cap_s: float = 90 * DAY_S
     initial_s: float = DAY_S
     gone_after: int = 2
+    half_life_days: float = 90.0
+    audit_sample_rate: float = 0.0
+    level: float = 0.9
 
 
 def empty_state() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object") for c in STATE_COLUMNS})
 
 
-def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
-             params: UpdateParams = UpdateParams()) -> pd.DataFrame:
-    """Return the new state for every URL present in ``state`` or ``logs``.
+def _col(frame, name, default):
+    return pd.array(frame[name], dtype="boolean").fillna(default).to_numpy(dtype=bool) \
+        if name in frame else \
+        np.full(len(frame), default, dtype=bool)
 
-    Parameters
-    ----------
-    state : DataFrame
-        Yesterday's rows (``STATE_COLUMNS``); may be empty.
-    logs : DataFrame
-        Today's clean log rows: url, host, fetched_at, status, etag, last_modified,
-        content_hash.
-    run_date : str
-        The logical date D (YYYY-MM-DD) written to ``updated_dt``.
-    """
+
+def _add_new_urls(state: pd.DataFrame, logs: pd.DataFrame) -> pd.DataFrame:
     state = state.reset_index(drop=True)
     new_urls = pd.Index(logs["url"].unique()).difference(pd.Index(state["url"]))
     if len(new_urls):
@@ -70,13 +73,50 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         state = state.set_index("url").reindex(pd.Index(state["url"]).append(new_urls))
         state.loc[new_urls, "host"] = host_of.loc[new_urls].to_numpy()
         state = state.rename_axis("url").reset_index()
+    return state
+
+
+def _stats(state: pd.DataFrame, run_date: str, half_life_days: float) -> pd.DataFrame:
+    """Yesterday's statistics (zeros for new URLs), decayed to ``run_date``."""
+    stats = state[list(es.STATS_COLUMNS)].apply(pd.to_numeric).fillna(0.0).astype(float)
+    written = pd.to_datetime(state["updated_dt"])
+    elapsed = ((pd.Timestamp(run_date) - written) / pd.Timedelta(1, "D")).fillna(0.0)
+    return es.decay_stats(stats.reset_index(drop=True), np.clip(elapsed.to_numpy(float), 0, None),
+                          half_life_days)
+
+
+def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
+             params: UpdateParams = UpdateParams(), signals: pd.DataFrame | None = None
+             ) -> pd.DataFrame:
+    """Return the new state (plus ``EVIDENCE_COLUMNS``) for every URL in ``state`` or ``logs``.
+
+    Parameters
+    ----------
+    state : DataFrame
+        Yesterday's rows (``STATE_COLUMNS``); may be empty.
+    logs : DataFrame
+        Today's clean fetch rows: url, host, fetched_at, status, etag, last_modified,
+        content_hash, optionally conditional, and the host's ``trust_etag``,
+        ``trust_lm`` (default False: 304s of unknown hosts are not evidence).
+    run_date : str
+        The logical date D (YYYY-MM-DD) written to ``updated_dt``.
+    signals : DataFrame, optional
+        Today's clean push signals: url, signaled_at, ``signal_trusted`` (the host's).
+        Signals of URLs absent from state and logs are ignored (discovery is the
+        frontier's job).
+    """
+    state = _add_new_urls(state, logs)
     n = len(state)
     pos = pd.Series(np.arange(n), index=state["url"].to_numpy())
+    stats = _stats(state, run_date, params.half_life_days)
 
     last_fetch = _to_seconds(state["last_fetch_at"])
     last_success = _to_seconds(state["last_success_at"])
     last_change = _to_seconds(state["last_change_at"])
+    last_known = _to_seconds(state["last_known_at"])
     first_seen = _to_seconds(state["first_seen"])
+    claim = _to_seconds(state["signal_claim_at"])
+    claim_trusted = ~np.isnan(_to_seconds(state["pending_signal_at"]))
     last_status = pd.to_numeric(state["last_status"]).to_numpy(dtype=float)
     etag = state["etag"].to_numpy(dtype=object)
     lastmod = state["last_modified"].to_numpy(dtype=object)
@@ -90,6 +130,10 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     n_fetches, n_obs, n_chg = counter("n_fetches"), counter("n_observations"), counter("n_changes")
     n_err, gone_run = counter("n_errors"), counter("consecutive_gone")
     exposure = counter("exposure_days", float)
+    ev = {c: np.zeros(n, np.int64) for c in ob.EVIDENCE_COLUMNS}
+
+    if signals is not None and len(signals):
+        claim, claim_trusted = _arm_claims(signals, pos, claim, claim_trusted, last_known, ev)
 
     logs = logs.sort_values(["url", "fetched_at", "status"], kind="mergesort")
     idx = pos.loc[logs["url"].to_numpy()].to_numpy()
@@ -98,43 +142,77 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     status = logs["status"].to_numpy(dtype=np.int64)
     l_etag = logs["etag"].to_numpy(dtype=object)
     l_lm = logs["last_modified"].to_numpy(dtype=object)
+    l_lm_s = ob.parse_http_date_s(l_lm)
     l_hash = logs["content_hash"].to_numpy(dtype=object)
+    l_trust_etag, l_trust_lm = _col(logs, "trust_etag", False), _col(logs, "trust_lm", False)
+    audited = in_audit_sample(state["url"].to_numpy(), params.audit_sample_rate) \
+        if params.audit_sample_rate > 0 else np.zeros(n, bool)
+    obs_rows, obs_t, obs_chg, obs_lm = [], [], [], []
 
     for k in range(int(rank.max()) + 1 if len(rank) else 0):
         sel = rank == k
         i, t, st = idx[sel], t_fetch[sel], status[sel]
         n_fetches[i] += 1
+        ev["ev_fetches"][i] += 1
         last_fetch[i] = t
         last_status[i] = st
         first_seen[i] = np.where(np.isnan(first_seen[i]), t, first_seen[i])
 
-        ok = (st >= 200) & (st < 300)
-        not_mod = st == 304
-        success = ok | not_mod
-        new_hash = l_hash[sel]
-        had_baseline = ~pd.isna(chash[i]) & ~np.isnan(last_success[i])
-        observed = success & had_baseline & (ok & ~pd.isna(new_hash) | not_mod)
-        changed = observed & ok & (new_hash != chash[i])
-        elapsed_days = np.where(observed, (t - last_success[i]) / DAY_S, 0.0)
+        baseline = ~pd.isna(chash[i]) & ~np.isnan(last_known[i])
+        c = ob.classify_fetch(st, l_hash[sel], chash[i], baseline, etag[i], lastmod[i],
+                              l_trust_etag[sel], l_trust_lm[sel])
+        interval_days = (t - last_known[i]) / DAY_S
+        # Two fetches at the same instant carry no interval: not an observation.
+        observed = c["observed"] & (interval_days > 0)
+        changed = c["changed"] & observed
+        # Trusted Last-Modified: changed fetches reveal the modification instant.
+        lm_info = np.where(l_trust_lm[sel] & observed,
+                           np.where(changed, np.clip((t - l_lm_s[sel]) / DAY_S, 0, None), 0.0),
+                           np.nan)
+        scored, dropped = ob.score_claims(observed, last_known[i], t, claim[i])
+        # A trusted push claim confirmed by this change is as good as a trusted
+        # Last-Modified: it dates the change (keep the more recent of the two).
+        sig_age = np.where(scored & changed & claim_trusted[i], (t - claim[i]) / DAY_S, np.nan)
+        lm_info = np.where(np.isnan(sig_age), lm_info, np.fmin(lm_info, sig_age))
+        ev["ev_sig_correct"][i] += scored & changed
+        ev["ev_sig_wrong"][i] += scored & ~changed
+        claim[i] = np.where(scored | dropped, np.nan, claim[i])
+
+        obs_rows.append(i[observed])
+        obs_t.append(interval_days[observed])
+        obs_chg.append(changed[observed])
+        obs_lm.append(lm_info[observed])
+        _count_evidence(ev, i, c, changed, l_etag[sel], etag[i], l_lm[sel], lastmod[i],
+                        audited[i])
 
         n_obs[i] += observed
         n_chg[i] += changed
-        exposure[i] += np.clip(elapsed_days, 0.0, None)
+        exposure[i] += np.where(observed, interval_days, 0.0)
         interval[i] = adaptive.next_interval(interval[i], observed, changed,
                                              params.floor_s, params.cap_s)
+        ok, not_mod = c["ok"], c["not_mod"]
         last_change[i] = np.where(changed, t, last_change[i])
-        last_success[i] = np.where(success, t, last_success[i])
-        gone_run[i] = np.where(success, 0, np.where((st == 404) | (st == 410),
-                                                    gone_run[i] + 1, gone_run[i]))
-        n_err[i] += (st == 0) | (st == 429) | (st >= 500)
+        last_success[i] = np.where(ok | not_mod, t, last_success[i])
+        known_now = (ok & ~pd.isna(l_hash[sel])) | (c["not_mod"] & c["observed"])
+        last_known[i] = np.where(known_now, t, last_known[i])
+        gone_run[i] = np.where(ok | not_mod, 0, np.where((st == 404) | (st == 410),
+                                                         gone_run[i] + 1, gone_run[i]))
+        n_err[i] += ob.is_error(st)
         # A 2xx replaces the stored validators and hash; a 304 keeps them unless it
         # carries fresh ones (RFC 9110 lets a 304 repeat ETag/Last-Modified).
         upd_ok = i[ok]
         etag[upd_ok], lastmod[upd_ok] = l_etag[sel][ok], l_lm[sel][ok]
-        chash[upd_ok] = np.where(pd.isna(new_hash[ok]), chash[upd_ok], new_hash[ok])
+        chash[upd_ok] = np.where(pd.isna(l_hash[sel][ok]), chash[upd_ok], l_hash[sel][ok])
         nm = i[not_mod]
         etag[nm] = np.where(pd.isna(l_etag[sel][not_mod]), etag[nm], l_etag[sel][not_mod])
         lastmod[nm] = np.where(pd.isna(l_lm[sel][not_mod]), lastmod[nm], l_lm[sel][not_mod])
+
+    if obs_rows:
+        stats = es.add_observations(stats, np.concatenate(obs_rows), np.concatenate(obs_t),
+                                    np.concatenate(obs_chg), np.concatenate(obs_lm))
+    # A claim is pending while it is newer than the last confirmed copy.
+    claim = np.where(claim > np.nan_to_num(last_known, nan=-np.inf), claim, np.nan)
+    pending = np.where(claim_trusted, claim, np.nan)
 
     out = pd.DataFrame({
         "url": state["url"].to_numpy(), "host": state["host"].to_numpy(),
@@ -142,40 +220,89 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         "last_status": pd.array(np.where(np.isnan(last_status), None, last_status), dtype="Int32"),
         "last_success_at": _from_seconds(last_success),
         "last_change_at": _from_seconds(last_change),
+        "last_known_at": _from_seconds(last_known),
         "etag": etag, "last_modified": lastmod, "content_hash": chash,
         "interval_s": interval, "n_fetches": n_fetches, "n_observations": n_obs,
         "n_changes": n_chg, "exposure_days": exposure, "n_errors": n_err,
         "consecutive_gone": gone_run.astype(np.int32),
         "gone": gone_run >= params.gone_after,
+        "signal_claim_at": _from_seconds(claim), "pending_signal_at": _from_seconds(pending),
         "importance": pd.to_numeric(state["importance"]).to_numpy(dtype=float),
         "lane": state["lane"].fillna("refresh").to_numpy(dtype=object),
         "updated_dt": pd.Timestamp(run_date).date(),
     })
-    lam, lo, hi = estimate_rate(out)
-    out["lambda_hat"], out["lambda_lo"], out["lambda_hi"] = lam, lo, hi
-    return out[STATE_COLUMNS]
+    for name in es.STATS_COLUMNS:
+        out[name] = stats[name].to_numpy(dtype=float)
+    rates = estimate_with_priors(out, level=params.level)
+    for name in ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior"):
+        out[name] = rates[name]
+    for name in ob.EVIDENCE_COLUMNS:
+        out[name] = ev[name]
+    return out[STATE_COLUMNS + list(ob.EVIDENCE_COLUMNS)]
 
 
-def estimate_rate(state: pd.DataFrame):
-    """Change rate from the counters: a smoothed censored estimate with a 90% interval.
+def _arm_claims(signals, pos, claim, claim_trusted, last_known, ev):
+    """Arm each URL's latest claim of the day if it is newer than our confirmed copy."""
+    sig = signals[signals["url"].isin(pos.index)]
+    if not len(sig):
+        return claim, claim_trusted
+    rows = pos.loc[sig["url"].to_numpy()].to_numpy()
+    np.add.at(ev["ev_sig_received"], rows, 1)
+    at = _to_seconds(sig["signaled_at"])
+    trusted = _col(sig, "signal_trusted", False)
+    order = np.lexsort((at, rows))
+    last = np.append(rows[order][1:] != rows[order][:-1], True)
+    r, a, tr = rows[order][last], at[order][last], trusted[order][last]
+    newer = (a > np.nan_to_num(last_known[r], nan=-np.inf)) & ~(a <= claim[r])
+    claim, claim_trusted = claim.copy(), claim_trusted.copy()
+    claim[r[newer]], claim_trusted[r[newer]] = a[newer], tr[newer]
+    return claim, claim_trusted
 
-    With n observations of mean interval I of which X found a change, the equal-interval
-    estimator of Cho & Garcia-Molina (2003) is λ = −ln(1 − (X + 0.5)/(n + 1)) / I; the
-    +0.5/+1 smoothing keeps "always changed" and "never changed" finite. The interval
-    uses the same formula at the Wilson bounds of the change fraction.
+
+def _count_evidence(ev, i, c, changed, new_etag, old_etag, new_lm, old_lm, audited):
+    ok, not_mod, full_obs = c["ok"], c["not_mod"], c["full_obs"]
+    ev["ev_200"][i] += ok
+    ev["ev_304"][i] += not_mod
+    ev["ev_304_ignored"][i] += c["ignored_304"]
+    ev["ev_compared"][i] += full_obs
+    ev["ev_etag_seen"][i] += ok & ~pd.isna(new_etag)
+    ev["ev_lm_seen"][i] += ok & ~pd.isna(new_lm)
+    for name, new, old in (("etag", new_etag, old_etag), ("lm", new_lm, old_lm)):
+        agree_chg, agree_same, frozen, volatile = ob.validator_evidence(full_obs, changed, new, old)
+        ev[f"ev_{name}_agree_chg"][i] += agree_chg
+        ev[f"ev_{name}_agree_same"][i] += agree_same
+        ev[f"ev_{name}_frozen"][i] += frozen
+        ev[f"ev_{name}_volatile"][i] += volatile
+    # Freshness audit: a full fetch of a sample URL tells whether our copy was current.
+    scored = audited & full_obs
+    ev["ev_audit_n"][i] += scored
+    ev["ev_audit_fresh"][i] += scored & ~changed
+
+
+def estimate_with_priors(state: pd.DataFrame, prior_shape=None, prior_rate=None, *,
+                         level: float = 0.9) -> pd.DataFrame:
+    """λ̂ and its interval from the statistics, shrunk towards each row's group prior.
+
+    ``prior_shape``/``prior_rate`` are per-row Gamma(α, β) priors (the row's group prior
+    from :func:`jobs.core.estimators_shrinkage.fit_group_priors`, joined by group); NaN
+    or ``None`` keeps the default smoothing prior of :func:`jobs.core.estimators.estimate_rate`.
+    A URL without observations gets the prior mean α/β, so a brand-new URL inherits its
+    group's rate.
+
+    Returns
+    -------
+    DataFrame
+        ``lambda_hat``, ``lambda_lo``, ``lambda_hi``, ``lambda_prior`` (the prior mean
+        used, NaN for the default prior) on ``state``'s index.
     """
-    n = state["n_observations"].to_numpy(dtype=float)
-    x = state["n_changes"].to_numpy(dtype=float)
-    expo = state["exposure_days"].to_numpy(dtype=float)
-    mean_i = np.where(n > 0, expo / np.maximum(n, 1), 1.0)
-    mean_i = np.maximum(mean_i, 1.0 / 24)
-
-    def lam_at(p):
-        return -np.log1p(-np.clip(p, 0.0, 1 - 1e-9)) / mean_i
-
-    p_hat = (x + 0.5) / (n + 1.0)
-    z = 1.645
-    m = n + 1.0
-    centre = (p_hat + z * z / (2 * m)) / (1 + z * z / m)
-    half = z * np.sqrt(p_hat * (1 - p_hat) / m + z * z / (4 * m * m)) / (1 + z * z / m)
-    return lam_at(p_hat), lam_at(centre - half), lam_at(centre + half)
+    stats = state[list(es.STATS_COLUMNS)].astype(float)
+    n = len(state)
+    shape = np.full(n, np.nan) if prior_shape is None else np.asarray(prior_shape, float)
+    rate = np.full(n, np.nan) if prior_rate is None else np.asarray(prior_rate, float)
+    res = estimate_rate(stats, prior_shape=shape, prior_rate=rate, level=level)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prior_mean = np.where((shape > 0) & (rate > 0), shape / rate, np.nan)
+    return pd.DataFrame({"lambda_hat": res["lambda_hat"].to_numpy(),
+                         "lambda_lo": res["lambda_lo"].to_numpy(),
+                         "lambda_hi": res["lambda_hi"].to_numpy(),
+                         "lambda_prior": prior_mean}, index=state.index)

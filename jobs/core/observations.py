@@ -1,0 +1,143 @@
+"""What one fetch tells us: a change observation, validator evidence, a scored signal claim.
+
+Pure numpy/pandas. ``jobs.core.state_update.fold_day`` calls these once per "k-th fetch of
+the day" step, vectorised over URLs, with each URL's stored copy (hash, ETag,
+Last-Modified) from before the fetch.
+
+Observation rules (docs/contract.md, "Observations"):
+
+* 200 (any 2xx) with a stored baseline hash: **changed** iff ``content_hash`` differs.
+  Same hash is unchanged even when the bytes, the ETag or the Last-Modified differ.
+* 304: unchanged, **only** where the host's validator that could have produced it is
+  trusted (``trust_etag`` with a stored ETag, or ``trust_lm`` with a stored
+  Last-Modified). Otherwise no observation: a lying 304 must not look like evidence.
+* 0, 429, 5xx: no observation (host health counts them).
+* 404/410: no observation; counts towards ``gone``.
+* other 3xx (redirects) and other 4xx: no observation. The fleet follows redirects and
+  logs the final URL as its own row, which is observed like any other fetch.
+
+Validator evidence (per host, summed by ``jobs.core.trust``) comes from every 2xx full
+fetch with a stored baseline, comparing how the content and each validator moved:
+
+============  =================  =================
+              validator moved    validator same
+============  =================  =================
+hash changed  ``agree_chg``      ``frozen`` (lie)
+hash same     ``volatile``       ``agree_same``
+============  =================  =================
+
+A frozen validator is what makes a server answer 304 while the content changed, so a
+full fetch (an *audit*) that sees it is how lying 304s are caught.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: Per-URL evidence produced by one day's fold (summed per host in Spark).
+EVIDENCE_COLUMNS = (
+    "ev_fetches", "ev_200", "ev_304", "ev_304_ignored", "ev_compared",
+    "ev_etag_seen", "ev_lm_seen",
+    "ev_etag_agree_chg", "ev_etag_agree_same", "ev_etag_frozen", "ev_etag_volatile",
+    "ev_lm_agree_chg", "ev_lm_agree_same", "ev_lm_frozen", "ev_lm_volatile",
+    "ev_sig_received", "ev_sig_correct", "ev_sig_wrong",
+    "ev_audit_n", "ev_audit_fresh",
+)
+
+_HTTP_DATE = "%a, %d %b %Y %H:%M:%S GMT"
+
+
+def parse_http_date_s(values) -> np.ndarray:
+    """Epoch seconds of IMF-fixdate strings (RFC 9110 §5.6.7); NaN where unparseable."""
+    ts = pd.to_datetime(pd.Series(values, dtype=object), format=_HTTP_DATE, utc=True,
+                        errors="coerce")
+    return ((ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(1, "s")).to_numpy(dtype=float)
+
+
+def is_error(status) -> np.ndarray:
+    """Status 0 (network error/timeout), 429 or 5xx: no observation, counted for health."""
+    st = np.asarray(status)
+    return (st == 0) | (st == 429) | (st >= 500)
+
+
+def classify_fetch(status, new_hash, stored_hash, has_baseline, stored_etag, stored_lm,
+                   trust_etag, trust_lm):
+    """Change observation of one fetch per URL.
+
+    Parameters
+    ----------
+    status : array of int
+    new_hash, stored_hash : arrays of object (None/NaN where missing)
+    has_baseline : array of bool
+        A stored content hash exists and was confirmed by an earlier fetch.
+    stored_etag, stored_lm : arrays of object
+        Validators stored before this fetch (what a conditional request would send).
+    trust_etag, trust_lm : arrays of bool
+        The host's trust (from yesterday's hosts table).
+
+    Returns
+    -------
+    dict of bool arrays
+        ``ok`` (2xx), ``not_mod`` (304), ``observed``, ``changed``, ``ignored_304``.
+    """
+    st = np.asarray(status)
+    ok = (st >= 200) & (st < 300)
+    not_mod = st == 304
+    has_hash = ~pd.isna(new_hash)
+    full_obs = ok & has_baseline & has_hash
+    trusted_304 = not_mod & has_baseline & (
+        (np.asarray(trust_etag, bool) & ~pd.isna(stored_etag))
+        | (np.asarray(trust_lm, bool) & ~pd.isna(stored_lm)))
+    observed = full_obs | trusted_304
+    changed = full_obs & (np.asarray(new_hash, dtype=object) != np.asarray(stored_hash, dtype=object))
+    return {"ok": ok, "not_mod": not_mod, "observed": observed, "changed": changed,
+            "ignored_304": not_mod & ~trusted_304, "full_obs": full_obs}
+
+
+def validator_evidence(full_obs, changed, new_val, stored_val):
+    """The 2×2 table above for one validator: (agree_chg, agree_same, frozen, volatile).
+
+    Only fetches where both the stored and the new value exist are compared; values are
+    compared as raw header strings.
+    """
+    both = np.asarray(full_obs, bool) & ~pd.isna(new_val) & ~pd.isna(stored_val)
+    moved = np.asarray(new_val, dtype=object) != np.asarray(stored_val, dtype=object)
+    chg = np.asarray(changed, bool)
+    return (both & chg & moved, both & ~chg & ~moved, both & chg & ~moved, both & ~chg & moved)
+
+
+def score_claims(observed, interval_start_s, t_s, claim_s):
+    """Score armed push-signal claims against the observation that covers them.
+
+    A claim "the page changed at c" is scored by the first observation whose interval
+    ``(p, t]`` contains ``c``: correct iff that observation found a change. A claim
+    with ``c <= p`` (already covered by an earlier fetch) or no claim is not scored.
+
+    Returns
+    -------
+    scored, covered_earlier : arrays of bool
+        Claims scored now, and claims dropped unscored because ``c <= p``.
+    """
+    armed = np.isfinite(claim_s) & np.asarray(observed, bool)
+    scored = armed & (claim_s > interval_start_s) & (claim_s <= t_s)
+    dropped = armed & (claim_s <= interval_start_s)
+    return scored, dropped
+
+
+def wilson_interval(successes: float, n: float, level: float = 0.95):
+    """Wilson score interval for a binomial share (Wilson 1927, JASA 22:209-212).
+
+    .. math:: \\frac{\\hat p + z^2/2n \\pm z\\sqrt{\\hat p(1-\\hat p)/n + z^2/4n^2}}{1 + z^2/n}
+
+    Returns ``(p_hat, lo, hi)``; all NaN when ``n == 0``.
+    """
+    from scipy.stats import norm
+
+    if n <= 0:
+        return float("nan"), float("nan"), float("nan")
+    z = float(norm.ppf(0.5 + level / 2.0))
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return p, max(0.0, centre - half), min(1.0, centre + half)

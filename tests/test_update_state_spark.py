@@ -1,0 +1,150 @@
+"""update_state in a real local Spark session: trust, signals, health, audit, rebuild."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs import rebuild_state, update_state
+from jobs.runlog import read_stage_record
+from tests.conftest import make_config
+from tests.tiny_web import fetch, write
+
+D1, D2, D3 = "2026-11-01", "2026-11-02", "2026-11-03"
+LM0 = "Sun, 01 Nov 2026 00:00:00 GMT"
+
+
+def _build(root):
+    a = [f"https://a.example/p{i}" for i in range(4)]          # honest ETag
+    f = [f"https://f.example/p{i}" for i in range(3)]          # frozen Last-Modified
+    s, e = "https://s.example/x", "https://e.example/y"       # push signals; errors
+    day1 = [fetch(u, "2026-11-01T01:00", etag=f'"{u[-2:]}1"', h=f"{u}-1") for u in a]
+    day1 += [fetch(u, "2026-11-01T02:00", lm=LM0, h=f"{u}-1") for u in f]
+    day1 += [fetch(s, "2026-11-01T03:00", h="s1"), fetch(e, "2026-11-01T04:00", h="e1")]
+    write(root, "fetch_logs", day1, dt=D1)
+    day2 = [fetch(u, "2026-11-02T01:00", etag=f'"{u[-2:]}2"', h=f"{u}-2", conditional=True)
+            for u in a[:2]]
+    day2 += [fetch(u, "2026-11-02T01:00", status=304, conditional=True) for u in a[2:]]
+    day2 += [fetch(u, "2026-11-02T02:00", status=304, lm=LM0, conditional=True) for u in f]
+    day2 += [fetch(s, "2026-11-02T12:00", h="s2")]
+    day2 += [fetch(e, f"2026-11-02T0{k}:00", status=503, nbytes=0) for k in range(4)]
+    write(root, "fetch_logs", day2, dt=D2)
+    day3 = [fetch(a[2], "2026-11-03T01:00", status=304, conditional=True),
+            fetch(a[3], "2026-11-03T01:00", etag='"p33"', h=f"{a[3]}-3", conditional=True)]
+    # Audits: full fetches of the frozen host find new content under the same Last-Modified.
+    day3 += [fetch(u, "2026-11-03T02:00", lm=LM0, h=f"{u}-3") for u in f]
+    day3 += [fetch(e, f"2026-11-03T0{k}:00", h="e1") for k in range(1, 4)]
+    write(root, "fetch_logs", day3, dt=D3)
+    ts = lambda x: pd.Timestamp(x, tz="UTC")  # noqa: E731
+    write(root, "signals", [{"url": s, "signaled_at": ts("2026-11-02T06:00"), "source": "feed"},
+                            {"url": s, "signaled_at": ts("2026-11-02T07:00"), "source": "telepathy"},
+                            {"url": "https://unknown.example/z", "signaled_at": ts("2026-11-02T07:00"),
+                             "source": "sitemap"}], dt=D2)
+    write(root, "signals", [{"url": s, "signaled_at": ts("2026-11-03T05:00"), "source": "feed"}],
+          dt=D3)
+
+
+def _utc(ts):
+    ts = pd.Timestamp(ts)
+    return ts.tz_localize("UTC") if ts.tzinfo is None else ts
+
+
+@pytest.fixture(scope="module")
+def three_days(spark, tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("upd"))
+    _build(root)
+    cfg = make_config(root, "signals.min_scored=1", "signals.min_accuracy=0.6",
+                      "health.min_fetches=3", "audit.sample_rate=1.0")
+    records = {d: update_state.run(cfg, d, spark) for d in (D1, D2, D3)}
+    read = lambda t, d: pd.read_parquet(os.path.join(root, t, f"dt={d}"))  # noqa: E731
+    return {"cfg": cfg, "root": root, "records": records, "read": read}
+
+
+def test_304s_count_only_once_the_host_has_earned_trust(three_days):
+    read = three_days["read"]
+    h2 = read("hosts", D2).set_index("host")
+    assert h2.loc["a.example", "validator_class"] == "honest_etag"
+    assert h2.loc["a.example", "trust_etag"] and h2.loc["a.example", "audit_wanted"]
+    assert h2.loc["a.example", "ev_304_ignored"] == 2   # day-2 304s came before trust
+    s2 = read("state", D2).set_index("url")
+    assert s2.loc["https://a.example/p2", "n_observations"] == 0
+    s3 = read("state", D3).set_index("url")
+    p2 = s3.loc["https://a.example/p2"]
+    assert p2.n_observations == 1 and p2.n_changes == 0   # trusted 304 on day 3
+    assert p2.unch_t == pytest.approx(2.0, abs=1e-9)      # interval from the day-1 copy
+    assert s3.loc["https://a.example/p3", "n_changes"] == 1
+
+
+def test_frozen_last_modified_is_caught_by_full_fetches(three_days):
+    read = three_days["read"]
+    h2, h3 = read("hosts", D2).set_index("host"), read("hosts", D3).set_index("host")
+    assert h2.loc["f.example", "validator_class"] == "unverified"
+    assert not h2.loc["f.example", "trust_lm"] and h2.loc["f.example", "ev_304_ignored"] == 3
+    f = h3.loc["f.example"]
+    assert f.validator_class == "frozen_lm" and not f.trust_lm and not f.audit_wanted
+    assert f.ev_lm_frozen == pytest.approx(3 * 2 ** (-0.0), abs=1e-9)
+    s3 = read("state", D3).set_index("url")
+    assert (s3.loc[[u for u in s3.index if "f.example" in u], "n_changes"] == 1).all()
+
+
+def test_signals_are_scored_trusted_and_set_pending(three_days):
+    read, recs = three_days["read"], three_days["records"]
+    h2 = read("hosts", D2).set_index("host").loc["s.example"]
+    assert h2.ev_sig_received == 1 and h2.ev_sig_correct == 1 and h2.signal_trusted
+    assert h2.signal_accuracy == pytest.approx(2 / 3)
+    q = pd.read_parquet(os.path.join(three_days["root"], "quarantine", f"dt={D2}",
+                                     "source=signals"))
+    assert q.reason.tolist() == ["bad_source"] and recs[D2]["quarantined_signals"] == 1
+    s2 = read("state", D2).set_index("url").loc["https://s.example/x"]
+    assert pd.isna(s2.pending_signal_at) and s2.n_changes == 1
+    s3 = read("state", D3).set_index("url").loc["https://s.example/x"]
+    assert _utc(s3.pending_signal_at) == pd.Timestamp("2026-11-03T05:00", tz="UTC")
+    assert recs[D3]["urls_pending_signal"] == 1
+    assert "https://unknown.example/z" not in read("state", D2).url.tolist()
+
+
+def test_health_cap_factor_is_cut_then_recovers(three_days):
+    read = three_days["read"]
+    e2 = read("hosts", D2).set_index("host").loc["e.example"]
+    assert e2.fetches_today == 4 and e2.errors_5xx_today == 4 and e2.cap_factor == 0.5
+    e3 = read("hosts", D3).set_index("host").loc["e.example"]
+    assert e3.errors_5xx_today == 0 and e3.cap_factor == pytest.approx(0.6)
+    assert read("hosts", D3).set_index("host").loc["a.example", "cap_factor"] == 1.0
+
+
+def test_audit_freshness_in_run_record(three_days):
+    rec = read_stage_record(three_days["cfg"], D3, "update_state")
+    # Day-3 full fetches with a baseline: a/p3 (changed), f/p0..p2 (changed), e/y x3 (same).
+    assert rec["audit_n"] == 7 and rec["audit_fresh"] == 3
+    assert rec["audit_freshness"] == pytest.approx(3 / 7)
+    assert rec["audit_freshness_lo"] < 3 / 7 < rec["audit_freshness_hi"]
+    assert rec["hosts_by_class"]["frozen_lm"] == 1
+
+
+def test_rebuild_equals_incremental_on_generated_data(spark, tmp_path):
+    from jobs.generate_sample import generate_sample
+
+    root = str(tmp_path / "gen")
+    generate_sample(root, urls=240, hosts=8, days=2, end_date="2024-01-03", seed=3,
+                    signal_days=2)
+    cfg = make_config(root)
+    days = ["2024-01-02", "2024-01-03"]
+    for d in days:
+        update_state.run(cfg, d, spark)
+    inc = {t: pd.read_parquet(os.path.join(root, t, "dt=2024-01-03")) for t in ("state", "hosts")}
+    # A rebuild must ignore whatever state/hosts precede its first day.
+    for t in ("state", "hosts"):
+        shutil.copytree(os.path.join(root, t, "dt=2024-01-03"), os.path.join(root, t, "dt=2024-01-01"))
+    rebuild_state.run(cfg, days[0], days[-1], spark)
+    for t, key in (("state", "url"), ("hosts", "host")):
+        a = inc[t].sort_values(key).reset_index(drop=True)
+        b = pd.read_parquet(os.path.join(root, t, "dt=2024-01-03")).sort_values(key)
+        pd.testing.assert_frame_equal(a, b.reset_index(drop=True)[a.columns], check_exact=False,
+                                      rtol=1e-9)
+    state = inc["state"]
+    assert len(state) > 100 and np.isfinite(state.lambda_hat).all()
+    assert (state.lambda_lo <= state.lambda_hat + 1e-12).all()
+    assert state.lambda_prior.notna().mean() > 0.5   # host priors were fitted and applied
