@@ -1,10 +1,17 @@
 """Stage 3: state/dt=D -> candidate visits for [D+1, D+2) and each lane's budget cut.
 
-Passes over the page table: (1) budget-aware policies only: every host emits its demand
-curve on a shared grid and the driver solves the global level from the small summed
-curves; (2) every host computes rates, due visits and its capped candidates, written to
-``_work/dt=D/candidates``. The budget cut itself is solved on the driver from a priority
-histogram of the candidates (not the page table) and applied by build_schedule.
+Passes over the page table, fixed as budget and data grow (see jobs.policy_rates and
+docs/allocation.md): (1) per-host summaries (caps, lane counts, level bounds, frontier
+importance histogram); (2) budget-aware policies only: every host's refresh demand curve
+on a shared grid, summed per bucket; the driver solves the lane budgets, the split and the
+global level from these small rows; (3) every host computes its final rates, due visits
+and capped candidates, written to ``_work/dt=D/candidates``. The budget cut is solved on
+the driver from a priority histogram of the candidates (not the page table) and applied by
+build_schedule.
+
+Inputs beyond state: frontier/, host_policy/, and when present the hosts/dt=D table of the
+update side (cap_factor, trust_etag, trust_lm, audit_wanted) and the oracle table
+``allocation.lambda_table``. Without them: trust both validators, cap_factor 1, no audits.
 
 Run: ``python -m jobs.allocate --date D`` or ``spark-submit jobs/allocate.py --date D``.
 """
@@ -19,7 +26,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
 from jobs import budget_cut, ingest, schemas, storage  # noqa: E402
 from jobs.config import Config, add_config_args, config_from_args  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
-from jobs.policy_rates import attach_rates  # noqa: E402
+from jobs.policy_rates import solve_levels  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
@@ -47,10 +54,12 @@ def load_pages(spark, cfg: Config, run_date: str):
                                   "no state for this date; run update_state first")
     schemas.check_files(schemas.STATE, files)
     state = spark.read.parquet(*files)
+    signal = (F.col("pending_signal_at").cast("timestamp") if "pending_signal_at" in state.columns
+              else F.lit(None).cast("timestamp"))
     known = state.select(
         "host", "url", "lane", "lambda_hat", "importance", "interval_s", "last_fetch_at",
         "last_success_at", "etag", "last_modified", "gone",
-        F.lit("conditional").alias("method_hint"))
+        F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"))
 
     frontier, bad_frontier = ingest.read_frontier(spark, cfg, run_date)
     quarantined = ingest.write_quarantine(cfg, run_date, "frontier", bad_frontier)
@@ -58,14 +67,15 @@ def load_pages(spark, cfg: Config, run_date: str):
         new = (frontier.dropDuplicates(["url"]).join(state.select("url"), "url", "left_anti")
                .select("host", "url", F.lit("discovery").alias("lane"),
                        F.lit(None).cast("double").alias("lambda_hat"),
-                       F.coalesce("importance", F.lit(cfg.policy.default_importance))
-                       .alias("importance"),
+                       # null stays null: the host prior fills it (jobs.core.lanes)
+                       F.col("importance").cast("double").alias("importance"),
                        F.lit(None).cast("double").alias("interval_s"),
                        F.lit(None).cast("timestamp").alias("last_fetch_at"),
                        F.lit(None).cast("timestamp").alias("last_success_at"),
                        F.lit(None).cast("string").alias("etag"),
                        F.lit(None).cast("string").alias("last_modified"),
-                       F.lit(False).alias("gone"), F.lit("full").alias("method_hint")))
+                       F.lit(False).alias("gone"), F.lit("full").alias("method_hint"),
+                       F.lit(None).cast("timestamp").alias("pending_signal_at")))
         pages = known.unionByName(new)
     else:
         pages = known
@@ -83,7 +93,49 @@ def load_pages(spark, cfg: Config, run_date: str):
              .withColumn("max_fetches_per_day",
                          F.coalesce("max_fetches_per_day",
                                     F.lit(pol.default_max_fetches_per_day).cast("long"))))
-    return pages, quarantined
+    return with_oracle(spark, cfg, with_host_health(spark, cfg, run_date, pages)), quarantined
+
+
+HOST_DEFAULTS = {"cap_factor": ("double", 1.0), "trust_etag": ("boolean", True),
+                 "trust_lm": ("boolean", True), "audit_wanted": ("boolean", False)}
+
+
+def with_host_health(spark, cfg: Config, run_date: str, pages):
+    """Join the update side's hosts/dt=D table (issue 3); absent table or column -> the
+    defaults: trust both validators, cap_factor 1, no audits."""
+    from pyspark.sql import functions as F
+
+    files = storage.list_parquet_files(cfg.paths.table("hosts", run_date))
+    hosts = spark.read.parquet(*files) if files else None
+    if hosts is not None:
+        cols = [F.col(c).cast(t).alias(c) for c, (t, _) in HOST_DEFAULTS.items()
+                if c in hosts.columns]
+        pages = pages.join(hosts.select("host", *cols).dropDuplicates(["host"]), "host", "left")
+    for c, (t, default) in HOST_DEFAULTS.items():
+        value = F.lit(default).cast(t)
+        pages = (pages.withColumn(c, F.coalesce(F.col(c), value)) if c in pages.columns
+                 else pages.withColumn(c, value))
+    # A health factor outside (0, 1] is a producer bug; it may only ever lower the cap.
+    return pages.withColumn("cap_factor", F.least(F.greatest("cap_factor", F.lit(0.0)),
+                                                  F.lit(1.0)))
+
+
+def with_oracle(spark, cfg: Config, pages):
+    """Oracle mode (``allocation.lambda_table``): a (url, lambda) table replaces lambda_hat,
+    e.g. the simulator's true rates, to run 'optimal with the true lambda'."""
+    from pyspark.sql import functions as F
+
+    path = cfg.allocation.lambda_table
+    if not path:
+        return pages
+    files = storage.list_parquet_files(path)
+    if not files:
+        raise schemas.SchemaError("lambda_table", path, None, "no Parquet files found")
+    oracle = (spark.read.parquet(*files).select("url", F.col("lambda").cast("double")
+                                                .alias("_lambda"))
+              .dropDuplicates(["url"]))
+    return (pages.join(oracle, "url", "left")
+            .withColumn("lambda_hat", F.coalesce("_lambda", "lambda_hat")).drop("_lambda"))
 
 
 def run(cfg: Config, run_date: str, spark=None) -> dict:
@@ -92,28 +144,35 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
     pages, quarantined = load_pages(spark, cfg, run_date)
-    pages, rate_info = attach_rates(spark, cfg, pages)
+    ctx, rate_info = solve_levels(spark, cfg, pages, window_start, window_end)
 
     def plan(pdf):
-        return host_plan.plan_host(pdf, window_start, window_end)
+        return host_plan.plan_host(pdf, ctx)
 
     candidates = pages.groupBy("host").applyInPandas(plan, host_plan.CANDIDATE_DDL)
     cand_path = work_path(cfg, run_date, "candidates")
     candidates.write.mode("overwrite").parquet(cand_path)
 
     written = spark.read.parquet(cand_path)
-    cut = budget_cut.solve(written, cfg)
+    cut = budget_cut.solve(written, cfg, rate_info["lane_budgets"])
+    sums = ["due_count", "carried", "known_urls", "weight_sum", "weighted_freshness",
+            "w_fast", "wf_fast", "w_refresh", "wf_refresh", "signals", "discovery_deferred"]
     totals = (written.filter(F.col("url").isNull())
-              .agg(F.sum("due_count").alias("due_total"), F.sum("carried").alias("host_carried"),
-                   F.sum("known_urls").alias("known"), F.sum("weight_sum").alias("w"),
-                   F.sum("weighted_freshness").alias("wf")).first().asDict())
+              .agg(*[F.sum(c).alias(c) for c in sums]).first().asDict())
     storage.write_json(work_path(cfg, run_date, "cut.json"), cut)
-    w = totals["w"] or 0.0
+
+    def ratio(num, den):
+        return float(totals[num] / totals[den]) if totals[den] else None
+
     record = {
         "policy": cfg.policy.name, "quarantined_rows": quarantined,
-        "due_total": int(totals["due_total"] or 0),
-        "host_carried": int(totals["host_carried"] or 0),
-        "expected_freshness": float(totals["wf"] / w) if w > 0 else None,
+        "due_total": int(totals["due_count"] or 0),
+        "host_carried": int(totals["carried"] or 0),
+        "signals_pending": int(totals["signals"] or 0),
+        "discovery_deferred": int(totals["discovery_deferred"] or 0),
+        "expected_freshness": ratio("weighted_freshness", "weight_sum"),
+        "expected_freshness_fast": ratio("wf_fast", "w_fast"),
+        "expected_freshness_refresh": ratio("wf_refresh", "w_refresh"),
         "budget_cut": cut, **rate_info,
     }
     write_stage_record(cfg, run_date, "allocate", record)

@@ -6,9 +6,11 @@ which the lane's budget runs out; build_schedule keeps every visit above that bi
 inside it, exactly the number that still fits, by priority. So the total never exceeds
 the budget and no per-URL data reaches the driver.
 
-Lane budgets: fast and discovery get their configured shares (or less, if they have
-fewer candidates); refresh gets everything else, including the audit share while no
-audit visits are planned.
+Lane budgets: fast, audit and discovery get what allocate planned for them (by default
+their configured shares; with ``budget.split = auto`` the discovery budget it chose), or
+less if they have fewer candidates; refresh gets everything else, so budget a lane cannot
+use flows to refresh. ``audit`` is the policy-independent freshness audit sample; its rows
+are written to the schedule with lane ``refresh`` and method ``full``.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from jobs.config import Config
 
 BINS_PER_OCTAVE = 16
 ZERO_BIN = -100_000
-LANES = ("fast", "discovery", "refresh")
+LANES = ("fast", "audit", "discovery", "refresh")
 
 
 def bin_column():
@@ -29,11 +31,16 @@ def bin_column():
             .cast("long"))
 
 
-def lane_budgets(cfg: Config, counts: dict) -> dict:
+def lane_budgets(cfg: Config, counts: dict, planned: dict | None = None) -> dict:
     total = cfg.budget.daily_fetches
-    fast = min(counts.get("fast", 0), math.floor(cfg.budget.fast_share * total))
-    discovery = min(counts.get("discovery", 0), math.floor(cfg.budget.discovery_share * total))
-    return {"fast": fast, "discovery": discovery, "refresh": total - fast - discovery}
+    b = cfg.budget
+    planned = planned or {"fast": math.floor(b.fast_share * total),
+                          "audit": math.floor(b.audit_share * total),
+                          "discovery": math.floor(b.discovery_share * total)}
+    out = {lane: max(0, min(counts.get(lane, 0), int(planned.get(lane, 0))))
+           for lane in ("fast", "audit", "discovery")}
+    out["refresh"] = max(0, total - sum(out.values()))
+    return out
 
 
 def cut_lane(hist: dict, budget: int) -> dict:
@@ -46,7 +53,7 @@ def cut_lane(hist: dict, budget: int) -> dict:
     return {"threshold_bin": None, "boundary_take": 0, "selected": taken}
 
 
-def solve(candidates, cfg: Config) -> dict:
+def solve(candidates, cfg: Config, planned: dict | None = None) -> dict:
     """Per-lane budget, candidate count, threshold bin and boundary take."""
     from pyspark.sql import functions as F
 
@@ -56,7 +63,7 @@ def solve(candidates, cfg: Config) -> dict:
     for r in rows:
         hist.setdefault(r["lane"], {})[int(r["bin"])] = int(r["count"])
     counts = {lane: sum(h.values()) for lane, h in hist.items()}
-    budgets = lane_budgets(cfg, counts)
+    budgets = lane_budgets(cfg, counts, planned)
     out = {}
     for lane in LANES:
         out[lane] = {"budget": budgets[lane], "candidates": counts.get(lane, 0),

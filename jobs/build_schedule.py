@@ -1,6 +1,9 @@
 """Stage 4: candidates -> per-host schedule shards for D+1, checked, plus metrics/dt=D.
 
-Applies the budget cut, places each host's visits at least its crawl delay apart, and
+Applies the budget cut, turns up to ``budget.audit_share`` x budget conditional visits on
+``audit_wanted`` hosts into full fetches (validator audit: a deterministic hash choice),
+writes audit-sample visits as lane ``refresh`` / method ``full``, places each host's
+visits at least its crawl delay apart, and
 writes one deterministic Parquet file per shard from the executors (every host lies in
 exactly one shard). A schedule that would be absurd (over budget, a host's rows closer
 than its crawl delay, or empty while visits are due) fails here, before anything is
@@ -83,6 +86,11 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
         raise FileNotFoundError(f"no budget cut for {run_date}; run allocate first")
     candidates = spark.read.parquet(work_path(cfg, run_date, "candidates"))
     selected = budget_cut.apply(candidates, cut)
+    selected, conversions = audit_conversions(selected, cfg, schedule_date(run_date))
+    # The schedule's lanes are the fetchers' (refresh, fast, discovery); the audit sample is
+    # recognised downstream by jobs.core.audit_sample, not by lane.
+    selected = selected.withColumn(
+        "lane", F.when(F.col("lane") == "audit", "refresh").otherwise(F.col("lane")))
     n_shards = cfg.schedule.n_shards
     selected = selected.withColumn(
         "shard", F.pmod(F.crc32(F.col("host").cast("binary")), F.lit(n_shards)).cast("int"))
@@ -102,10 +110,50 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
                 for lane in ("refresh", "fast", "discovery")}
     record = {"planned_total": sum(i["rows"] for i in clean), "hosts": sum(i["hosts"] for i in clean),
               "files": len(clean), **{f"planned_{k}": v for k, v in per_lane.items()},
-              "schedule_dir": out_dir}
+              "planned_audit": int(cut.get("audit", {}).get("selected", 0)),
+              "audit_conversions": conversions, "schedule_dir": out_dir}
     write_stage_record(cfg, run_date, "build_schedule", record)
     write_metrics(spark, cfg, run_date, record)
     return record
+
+
+AUDIT_BINS = 4096
+
+
+def audit_conversions(selected, cfg: Config, day: str):
+    """Turn up to ``audit_share x budget`` conditional visits on audit_wanted hosts into full.
+
+    Which ones: a hash of (url, day) in 4096 bins; the driver sees only the bin counts and
+    takes whole bins from the lowest while they fit, so the choice is deterministic, changes
+    URL every day, and never exceeds the share.
+    """
+    from pyspark.sql import functions as F
+
+    limit = int(cfg.budget.audit_share * cfg.budget.daily_fetches)
+    eligible = F.col("audit_wanted") & (F.col("method") == "conditional")
+    hbin = F.pmod(F.xxhash64(F.col("url"), F.lit(day)), F.lit(AUDIT_BINS))
+    counts = (selected.filter(eligible).groupBy(hbin.alias("b")).count().collect()
+              if limit > 0 else [])
+    taken, top = 0, -1
+    for r in sorted(counts, key=lambda r: r["b"]):
+        if taken + r["count"] > limit:
+            break
+        taken, top = taken + r["count"], r["b"]
+    convert = eligible & (hbin <= F.lit(top))
+    out = (selected.withColumn("method", F.when(convert, "full").otherwise(F.col("method")))
+           .withColumn("if_none_match", F.when(convert, None).otherwise(F.col("if_none_match")))
+           .withColumn("if_modified_since",
+                       F.when(convert, None).otherwise(F.col("if_modified_since"))))
+    return out, taken
+
+
+METRIC_KEYS = {  # metrics column -> allocate record key
+    "signals_pending": "signals_pending", "fast_budget": "fast_budget",
+    "discovery_budget": "discovery_budget", "refresh_budget": "refresh_budget",
+    "refresh_marginal_value": "refresh_value", "discovery_marginal_value": "discovery_value",
+    "policy_level": "policy_level", "floors_affordable": "floors_affordable",
+    "expected_freshness_fast": "expected_freshness_fast",
+    "expected_freshness_refresh": "expected_freshness_refresh", "spark_passes": "spark_passes"}
 
 
 def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
@@ -123,9 +171,17 @@ def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
         "planned_discovery": built["planned_discovery"], "due_total": due,
         "carried_over": due - built["planned_total"], "hosts": built["hosts"],
         "expected_freshness": alloc.get("expected_freshness"),
+        "planned_audit": built.get("planned_audit"),
+        "audit_conversions": built.get("audit_conversions"),
+        "budget_split": cfg.budget.split,
+        **{col: alloc.get(key) for col, key in METRIC_KEYS.items()},
         "config_json": json.dumps(cfg.to_dict(), sort_keys=True),
     }
-    df = spark.createDataFrame(pd.DataFrame([row]), schemas.METRICS.spark_ddl())
+    for col in schemas.METRICS.names:  # columns other stages own (e.g. the audit score)
+        row.setdefault(col, upd.get(col))
+    frame = pd.DataFrame([row])[schemas.METRICS.names].astype(object)
+    frame = frame.where(pd.notna(frame), None)
+    df = spark.createDataFrame(frame, schemas.METRICS.spark_ddl())
     df.coalesce(1).write.mode("overwrite").parquet(cfg.paths.table("metrics", run_date))
 
 

@@ -185,6 +185,34 @@ class AuditConfig:
 
 
 @dataclass(frozen=True)
+class LanesConfig:
+    fast_min_lambda: float = _doc("A known page joins the fast lane when its lambda_hat (changes/day) "
+                                  "is at least this AND its importance at least fast_min_importance.",
+                                  default=4.0)
+    fast_min_importance: float = _doc("Importance a page needs (with fast_min_lambda) for the fast "
+                                      "lane.", default=5.0)
+    fast_patterns: str = _doc("Comma-separated regular expressions; a known URL matching any joins "
+                              "the fast lane (front pages, feeds). Empty: none.",
+                              default=r"^https?://[^/]+/?$,/(feed|rss|atom)(\.xml)?/?$")
+    discovery_value_days: float = _doc("Split 'auto': freshness-days one discovery fetch of a URL "
+                                       "with importance w is worth (value w x this), compared with "
+                                       "refresh's multiplier mu.", default=1.0)
+    audit_cadence_days: int = _doc("An audit-sample URL is fetched in full once every this many "
+                                   "days, on a day and at a time of day spread by its hash.",
+                                   default=1)
+
+
+@dataclass(frozen=True)
+class AllocationConfig:
+    grid_points: int = _doc("Levels of the shared demand-curve grid (pass 2).", default=256)
+    buckets: int = _doc("Host-hash groups of the demand passes (one pandas call each, looping "
+                        "over its hosts).", default=16)
+    lambda_table: str = _doc("Oracle mode: path of a Parquet table (url, lambda) whose lambda "
+                             "replaces lambda_hat (e.g. the simulator's true rates). Empty: off.",
+                             default="")
+
+
+@dataclass(frozen=True)
 class Config:
     paths: PathsConfig = field(default_factory=PathsConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
@@ -200,6 +228,8 @@ class Config:
     signals: SignalsConfig = field(default_factory=SignalsConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    lanes: LanesConfig = field(default_factory=LanesConfig)
+    allocation: AllocationConfig = field(default_factory=AllocationConfig)
 
     def __post_init__(self):
         _validate(self)
@@ -236,6 +266,7 @@ def _validate(c: Config) -> None:
     if c.schedule.n_shards < 1 or c.spark.state_buckets < 1:
         raise ConfigError("schedule.n_shards and spark.state_buckets must be >= 1")
     _validate_update_sections(c)
+    _validate_allocation_sections(c)
 
 
 def _validate_update_sections(c: Config) -> None:
@@ -266,6 +297,17 @@ def _validate_update_sections(c: Config) -> None:
             and h.max_latency_ms > 0):
         raise ConfigError("need 0 < health.decrease < 1, health.increase >= 0, "
                           "0 < health.min_cap_factor <= 1, health.max_latency_ms > 0")
+
+
+def _validate_allocation_sections(c: Config) -> None:
+    """[lanes], [allocation] (the planner side)."""
+    ln, al = c.lanes, c.allocation
+    if ln.fast_min_lambda < 0 or ln.fast_min_importance < 0 or ln.discovery_value_days < 0:
+        raise ConfigError("lanes.fast_min_lambda, fast_min_importance, discovery_value_days >= 0")
+    if ln.audit_cadence_days < 1:
+        raise ConfigError("lanes.audit_cadence_days must be >= 1")
+    if al.grid_points < 8 or al.buckets < 1:
+        raise ConfigError("allocation.grid_points must be >= 8 and allocation.buckets >= 1")
 
 
 def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:

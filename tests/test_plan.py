@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from jobs.core import http_fields, plan
-from jobs.core.host_plan import plan_host
+from jobs.core.host_plan import PlanContext, plan_host
 
 W0 = 1_800_000_000.0
 W1 = W0 + 86400
@@ -68,15 +68,15 @@ def test_http_date_grammar(value, ok):
 
 def test_plan_host_headers_come_from_validators_and_bad_ones_force_full():
     pages = pd.DataFrame({
-        "host": "h", "url": ["a", "b", "c", "d"], "lane": "refresh", "rate": 1.0,
-        "lambda_hat": 1.0, "importance": [4.0, 3.0, 2.0, 1.0],
+        "host": "h", "url": ["a", "b", "c", "d"], "lane": "refresh", "interval_s": 86400.0,
+        "gone": False, "lambda_hat": 1.0, "importance": [4.0, 3.0, 2.0, 1.0],
         "last_fetch_at": pd.to_datetime([W0 - 86400] * 4, unit="s", utc=True),
         "last_success_at": pd.to_datetime([W0 - 86400] * 4, unit="s", utc=True),
         "etag": ['"good"', '"evil\r\nX: 1"', None, '"fine"'],
         "last_modified": [None, None, "Sun, 06 Nov 1994 08:49:37 GMT", None],
         "crawl_delay_s": 30.0, "max_fetches_per_day": [3, 3, 3, 3],
         "method_hint": ["conditional", "conditional", "conditional", "full"]})
-    out = plan_host(pages, W0, W1)
+    out = plan_host(pages, PlanContext(W0, W1))
     visits = out[out.url.notna()].set_index("url")
     assert len(visits) == 3  # cap 3: the least important waits
     assert visits.loc["a"].method == "conditional" and visits.loc["a"].if_none_match == '"good"'
@@ -85,3 +85,73 @@ def test_plan_host_headers_come_from_validators_and_bad_ones_force_full():
     assert visits.loc["c"].if_modified_since == "Sun, 06 Nov 1994 08:49:37 GMT"
     summary = out[out.url.isna()].iloc[0]
     assert summary.due_count == 4 and summary.carried == 1 and summary.known_urls == 4
+
+
+def _host(n, interval_s=86400.0, delay=30.0, max_fetches=None, **extra):
+    """n pages of one host, last fetched a day before the window (all due at its start)."""
+    return pd.DataFrame({
+        "host": "h", "url": [f"https://h/p{i}" for i in range(n)], "lane": "refresh",
+        "interval_s": interval_s, "gone": False, "lambda_hat": 2.0,
+        "importance": np.arange(n, 0, -1, dtype=float),
+        "last_fetch_at": pd.to_datetime([W0 - 86400] * n, unit="s", utc=True),
+        "last_success_at": pd.to_datetime([W0 - 86400] * n, unit="s", utc=True),
+        "etag": '"e"', "last_modified": "Sun, 06 Nov 1994 08:49:37 GMT",
+        "crawl_delay_s": delay, "max_fetches_per_day": [max_fetches] * n,
+        "method_hint": "conditional", **extra})
+
+
+def _visits(out):
+    return out[out.url.notna()]
+
+
+def test_mass_interval_shrink_still_respects_the_host_cap():
+    # 300 pages all shrunk to the 1 h floor want 7200 visits; the host allows 86400/864 = 100.
+    out = plan_host(_host(300, interval_s=3600.0, delay=864.0), PlanContext(W0, W1))
+    v = _visits(out)
+    assert len(v) == 100
+    summary = out[out.url.isna()].iloc[0]
+    assert summary.due_count == 300 * 24 and summary.carried == 300 * 24 - 100
+    # Priority (importance x P(changed)) only decides who goes first: the first visits of
+    # the 100 most important pages (P(changed over a day) = 0.86 beats 0.08 over an hour).
+    assert sorted(v.url) == sorted(f"https://h/p{i}" for i in range(100))
+
+
+def test_cap_factor_cuts_the_cap_and_explicit_caps_win():
+    ctx = PlanContext(W0, W1)
+    half = plan_host(_host(50, delay=864.0, cap_factor=0.5), ctx)
+    assert len(_visits(half)) == 50 and half.cap.dropna().iloc[0] == 50
+    tight = plan_host(_host(50, delay=864.0, max_fetches=7, cap_factor=1.0), ctx)
+    assert len(_visits(tight)) == 7
+    # A factor above 1 (a producer bug) never raises the politeness cap.
+    over = plan_host(_host(150, delay=864.0, cap_factor=3.0), ctx)
+    assert len(_visits(over)) == 100
+
+
+def test_validators_are_sent_only_when_trusted():
+    ctx = PlanContext(W0, W1)
+    no_etag = _visits(plan_host(_host(3, trust_etag=False, trust_lm=True), ctx))
+    assert (no_etag.method == "conditional").all() and no_etag.if_none_match.isna().all()
+    assert no_etag.if_modified_since.notna().all()
+    neither = _visits(plan_host(_host(3, trust_etag=False, trust_lm=False), ctx))
+    assert (neither.method == "full").all()
+    assert neither.if_none_match.isna().all() and neither.if_modified_since.isna().all()
+
+
+def test_push_signal_jumps_the_queue_with_p_changed_one():
+    pages = _host(20, interval_s=7 * 86400.0, delay=86400.0 / 3)  # cap 3, nothing due
+    pages["last_fetch_at"] = pd.to_datetime([W0 - 3600] * 20, unit="s", utc=True)
+    signal = [pd.NaT] * 20
+    signal[19] = pd.Timestamp(W0 - 60, unit="s", tz="UTC")  # least important page
+    pages["pending_signal_at"] = pd.to_datetime(signal, utc=True)
+    v = _visits(plan_host(pages, PlanContext(W0, W1)))
+    assert v.url.tolist() == ["https://h/p19"]
+    assert v.p_changed.iloc[0] == 1.0 and v.due_s.iloc[0] == W0 and bool(v.signal.iloc[0])
+
+
+def test_audit_sample_is_fetched_in_full_whatever_the_policy():
+    ctx = PlanContext(W0, W1, audit_rate=1.0)
+    pages = _host(10, interval_s=30 * 86400.0)  # the policy wants none of them today
+    pages["last_fetch_at"] = pd.to_datetime([W0 - 3600] * 10, unit="s", utc=True)
+    v = _visits(plan_host(pages, ctx))
+    assert len(v) == 10 and (v.lane == "audit").all() and (v.method == "full").all()
+    assert v.due_s.between(W0, W1).all() and v.due_s.nunique() == 10  # hash-spread times

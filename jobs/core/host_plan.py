@@ -1,53 +1,238 @@
-"""One host's candidate visits for the next day (pure pandas; one applyInPandas call per host).
+"""One host's part of each allocation pass (pure pandas; Spark calls these per host).
 
-Input is every page of one host (known pages from state, frontier pages for discovery)
-with a visit ``rate`` already set by the policy; output is the host's capped, ranked
-visits plus one summary row (``url`` null) with counts the run reports in metrics.
+Input is every page of one host: known pages from state and frontier pages (lane
+``discovery``), joined with the host's politeness (``crawl_delay_s``,
+``max_fetches_per_day``) and health/trust (``cap_factor``, ``trust_etag``, ``trust_lm``,
+``audit_wanted``; defaults when the hosts table is absent). The three passes:
+
+1. :func:`host_summary` -- lane counts, the host's cap and its refresh level bounds, and a
+   histogram of its frontier importance (small rows for the driver);
+2. :func:`refresh_demand` -- the host's capped refresh demand on the shared level grid;
+3. :func:`plan_host` -- final rates for every lane, due visits, and the capped, ranked
+   candidates plus one summary row (``url`` null) the run reports in metrics.
+
+The host's cap is shared: fast, audit and discovery visits are reserved first
+(:func:`reservations`), refresh is optimised under what is left (Kolobov et al., SIGIR 2019).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
 
-from jobs.core import http_fields, plan
+from jobs.core import http_fields, lanes, plan
 from jobs.core.freshness import freshness
 from jobs.core.times import epoch_seconds as _epoch_s
 
 CANDIDATE_DDL = (
     "host string, url string, lane string, due_s double, priority double, p_changed double, "
     "method string, if_none_match string, if_modified_since string, crawl_delay_s double, "
-    "rate double, due_count long, carried long, known_urls long, weight_sum double, "
-    "weighted_freshness double")
+    "rate double, audit_wanted boolean, signal boolean, due_count long, carried long, "
+    "known_urls long, weight_sum double, weighted_freshness double, w_fast double, "
+    "wf_fast double, w_refresh double, wf_refresh double, signals long, cap long, "
+    "discovery_deferred long")
 CANDIDATE_COLUMNS = [c.split()[0] for c in CANDIDATE_DDL.split(", ")]
+SUMMARY_DDL = ("host string, cap long, n_fast long, n_refresh long, n_gone long, "
+               "n_audit long, n_discovery long, lo double, hi double, bin long, bin_count long")
 
 
-def plan_host(pages: pd.DataFrame, window_start: float, window_end: float,
-              max_visits_per_url: int = 24) -> pd.DataFrame:
-    """Capped candidate visits of one host, best first, plus a summary row.
+@dataclass(frozen=True)
+class PlanContext:
+    """Everything a host needs from the driver (pickled to executors; a few scalars)."""
+
+    window_start: float
+    window_end: float
+    f_min: float = 1.0 / 90.0
+    f_max: float = 24.0
+    initial_s: float = 86400.0
+    gone_rate: float = 1.0 / 30.0
+    default_importance: float = 1.0
+    fast_min_lambda: float = np.inf
+    fast_min_importance: float = np.inf
+    fast_patterns: str = ""
+    fast_rate: float = 24.0
+    fast_enabled: bool = True                 # False when the fast lane has no budget
+    discovery_min_bin: Optional[int] = None   # None: every frontier URL is a candidate
+    audit_rate: float = 0.0
+    audit_cadence_days: int = 1
+    policy: Any = None                        # a jobs.core.policies.RatePolicy
+    level: Any = None                         # float or MultiplierSolution (pass 3)
+    max_visits_per_url: int = 24
+
+    @property
+    def day_index(self) -> int:
+        return int(self.window_start // 86400)
+
+
+def _col(pages, name, default):
+    if name in pages.columns:
+        return pages[name]
+    return pd.Series([default] * len(pages), index=pages.index, dtype=object)
+
+
+def _flag(pages, name, default: bool) -> np.ndarray:
+    return _col(pages, name, default).astype("boolean").fillna(default).to_numpy(dtype=bool)
+
+
+def prepare(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
+    """Per-page lane, filled importance, λ, and flags (same answer in every pass)."""
+    known = pages["lane"].to_numpy(dtype=object) != "discovery"
+    gone = _flag(pages, "gone", False) & known
+    imp = lanes.fill_importance(pages["importance"].to_numpy(dtype=float), ~known, known,
+                                ctx.default_importance)
+    lam = np.nan_to_num(pages["lambda_hat"].to_numpy(dtype=float))
+    urls = pages["url"].to_numpy(dtype=object)
+    fast = (lanes.fast_mask(urls, lam, imp, known, ctx.fast_min_lambda,
+                            ctx.fast_min_importance, lanes.compile_patterns(ctx.fast_patterns))
+            | (pages["lane"].to_numpy(dtype=object) == "fast")) & ~gone & ctx.fast_enabled
+    lane = np.where(~known, "discovery", np.where(fast, "fast", "refresh"))
+    audit, offset = lanes.audit_due(urls, ctx.audit_rate, ctx.audit_cadence_days,
+                                    ctx.day_index)
+    interval = pages["interval_s"].to_numpy(dtype=float)
+    return pd.DataFrame({
+        "url": urls, "lane": lane, "known": known, "gone": gone, "lambda_hat": lam,
+        "importance": imp, "interval_s": np.where(np.isnan(interval), ctx.initial_s, interval),
+        "audit": audit & known & ~gone, "audit_offset_s": offset,
+    })
+
+
+def host_capacity(pages: pd.DataFrame) -> int:
+    cap = lanes.host_capacity(pages["crawl_delay_s"].iloc[:1].to_numpy(dtype=float),
+                              pages["max_fetches_per_day"].iloc[:1].to_numpy(),
+                              _col(pages, "cap_factor", 1.0).iloc[:1].to_numpy(dtype=float))
+    return int(cap[0])
+
+
+def reservations(work: pd.DataFrame, cap: int, ctx: PlanContext) -> dict:
+    """Visits/day the host's cap gives fast, audit, discovery and gone pages before refresh."""
+    n_fast = int((work["lane"] == "fast").sum())
+    fast = min(float(cap), n_fast * ctx.fast_rate)
+    audit = min(cap - fast, float(work["audit"].sum()))
+    disc_ok = discovery_selected(work, ctx)
+    disc = min(cap - fast - audit, float(disc_ok.sum()))
+    gone = min(cap - fast - audit - disc, float(work["gone"].sum()) * ctx.gone_rate)
+    return {"fast": fast, "fast_per_page": fast / n_fast if n_fast else 0.0,
+            "audit": audit, "discovery": disc, "gone": gone,
+            "refresh_cap": max(0.0, cap - fast - audit - disc - gone)}
+
+
+def discovery_selected(work: pd.DataFrame, ctx: PlanContext) -> np.ndarray:
+    is_disc = (work["lane"] == "discovery").to_numpy()
+    if ctx.discovery_min_bin is None:
+        return is_disc
+    return is_disc & (lanes.importance_bin(work["importance"].to_numpy()) >= ctx.discovery_min_bin)
+
+
+def _refresh_pages(work):
+    return work[(work["lane"] == "refresh").to_numpy() & ~work["gone"].to_numpy()]
+
+
+def host_summary(pages: pd.DataFrame, ctx: PlanContext, f_low: float, f_high: float):
+    """Pass 1: one summary row (``bin`` null) and one row per frontier importance bin."""
+    work = prepare(pages, ctx)
+    ref = _refresh_pages(work)
+    lo, hi = np.inf, 0.0
+    if ctx.policy is not None and ctx.policy.budget_aware and len(ref):
+        lo, hi = ctx.policy.level_bounds(ref, f_low, f_high)
+    host = pages["host"].iloc[0]
+    rows = [{"host": host, "cap": host_capacity(pages), "n_fast": int((work.lane == "fast").sum()),
+             "n_refresh": len(ref), "n_gone": int(work["gone"].sum()),
+             "n_audit": int(work["audit"].sum()),
+             "n_discovery": int((work.lane == "discovery").sum()), "lo": lo, "hi": hi}]
+    disc = work[work.lane == "discovery"]
+    if len(disc):
+        bins, counts = np.unique(lanes.importance_bin(disc["importance"].to_numpy()),
+                                 return_counts=True)
+        rows += [{"host": host, "bin": int(b), "bin_count": int(c)} for b, c in zip(bins, counts)]
+    return pd.DataFrame(rows)
+
+
+def refresh_demand(pages: pd.DataFrame, ctx: PlanContext, grid) -> np.ndarray:
+    """Pass 2: the host's refresh demand at each grid level, under its remaining cap."""
+    work = prepare(pages, ctx)
+    ref = _refresh_pages(work)
+    if not len(ref):
+        return np.zeros(len(grid))
+    cap = reservations(work, host_capacity(pages), ctx)["refresh_cap"]
+    return ctx.policy.host_demand(ref, cap, np.asarray(grid))
+
+
+def lane_rates(work: pd.DataFrame, cap: int, ctx: PlanContext) -> tuple[np.ndarray, dict]:
+    """Final visits/day of every page; refresh at the driver's level under the host's
+    remaining cap (the host re-solves its own cap multiplier, so it never overspends)."""
+    res = reservations(work, cap, ctx)
+    rate = np.zeros(len(work))
+    lane = work["lane"].to_numpy()
+    rate[lane == "fast"] = res["fast_per_page"]
+    rate[discovery_selected(work, ctx)] = 1.0
+    gone = work["gone"].to_numpy()
+    if gone.any():
+        rate[gone] = res["gone"] / gone.sum()
+    is_ref = (lane == "refresh") & ~gone
+    if is_ref.any():
+        ref = work[is_ref]
+        if ctx.policy is None:  # no policy: the backoff interval as is
+            rate[is_ref] = np.clip(86400.0 / ref["interval_s"].to_numpy(), ctx.f_min, ctx.f_max)
+        else:
+            level = 1.0 if ctx.level is None else ctx.level
+            rate[is_ref] = ctx.policy.host_rates(ref, res["refresh_cap"], level)
+    return rate, res
+
+
+def plan_host(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
+    """Pass 3: the host's capped candidate visits, best first, plus a summary row.
 
     Parameters
     ----------
     pages : DataFrame
-        One host's pages: host, url, lane, rate (visits/day), lambda_hat, importance,
-        last_fetch_at, last_success_at, etag, last_modified, crawl_delay_s,
-        max_fetches_per_day, method_hint ('conditional' allowed or 'full' forced).
+        One host's pages (see module docstring) with url, lane, lambda_hat, importance,
+        interval_s, gone, last_fetch_at, last_success_at, etag, last_modified,
+        method_hint, crawl_delay_s, max_fetches_per_day and optionally cap_factor,
+        trust_etag, trust_lm, audit_wanted, pending_signal_at.
     """
     host = pages["host"].iloc[0]
     delay = float(pages["crawl_delay_s"].iloc[0])
-    cap = int(plan.host_cap(delay, pages["max_fetches_per_day"].iloc[:1].to_numpy())[0])
-
-    work = pd.DataFrame({
-        "url": pages["url"].to_numpy(), "lane": pages["lane"].to_numpy(),
-        "rate": pages["rate"].to_numpy(dtype=float),
-        "lambda_hat": pages["lambda_hat"].to_numpy(dtype=float),
-        "importance": pages["importance"].to_numpy(dtype=float),
-        "last_fetch_s": _epoch_s(pages["last_fetch_at"]),
-        "last_success_s": _epoch_s(pages["last_success_at"]),
-        "if_none_match": http_fields.clean_etags(pages["etag"]),
-        "if_modified_since": http_fields.clean_dates(pages["last_modified"]),
+    cap = host_capacity(pages)
+    work = prepare(pages, ctx)
+    rate, res = lane_rates(work, cap, ctx)
+    last_fetch = _epoch_s(pages["last_fetch_at"])
+    last_success = _epoch_s(pages["last_success_at"])
+    signal_at = _epoch_s(_col(pages, "pending_signal_at", None))
+    # A trusted push signal newer than the last fetch: due now, P(changed) = 1.
+    signal = (~np.isnan(signal_at) & (np.isnan(last_fetch) | (signal_at > last_fetch))
+              & work["known"].to_numpy())
+    period = 86400.0 / np.where(rate > 0, rate, 1.0)
+    last_fetch = np.where(signal, ctx.window_start - period, last_fetch)
+    last_success = np.where(signal, np.nan, last_success)
+    trust_etag, trust_lm = _flag(pages, "trust_etag", True), _flag(pages, "trust_lm", True)
+    etag = http_fields.clean_etags(pages["etag"])
+    lm = http_fields.clean_dates(pages["last_modified"])
+    page_cols = {
+        "url": work["url"].to_numpy(), "rate": rate, "lambda_hat": work["lambda_hat"].to_numpy(),
+        "importance": work["importance"].to_numpy(), "signal": signal,
+        "if_none_match": np.where(trust_etag, etag, None),
+        "if_modified_since": np.where(trust_lm, lm, None),
         "method_hint": pages["method_hint"].to_numpy(dtype=object),
-    })
-    visits = plan.due_visits(work, window_start, window_end, max_visits_per_url)
+    }
+    lane = work["lane"].to_numpy().astype(object)
+    keep = (rate > 0) & ((lane != "discovery") | discovery_selected(work, ctx))
+    cols = pd.DataFrame({**page_cols, "lane": lane, "last_fetch_s": last_fetch,
+                         "last_success_s": last_success})[keep]
+    visits = plan.due_visits(cols, ctx.window_start, ctx.window_end, ctx.max_visits_per_url)
+    audit = work["audit"].to_numpy()
+    if audit.any():  # policy-independent full fetch, at its hash-spread time of day
+        a = pd.DataFrame({**page_cols, "lane": "audit", "last_fetch_s": last_fetch,
+                          "last_success_s": last_success})[audit]
+        a["method_hint"] = "full"
+        due = ctx.window_start + work["audit_offset_s"].to_numpy()[audit]
+        a["due_s"] = due
+        elapsed = (due - np.nan_to_num(a["last_success_s"].to_numpy(), nan=-np.inf)) / 86400.0
+        a["p_changed"] = np.where(np.isinf(elapsed), 1.0,
+                                  -np.expm1(-a["lambda_hat"].to_numpy() * np.maximum(elapsed, 0)))
+        a["priority"] = a["importance"] * a["p_changed"]
+        visits = pd.concat([visits, a], ignore_index=True)
     kept, carried = plan.apply_host_cap(visits, cap)
 
     has_validator = ~(pd.isna(kept["if_none_match"]) & pd.isna(kept["if_modified_since"]))
@@ -60,14 +245,20 @@ def plan_host(pages: pd.DataFrame, window_start: float, window_end: float,
         "if_none_match": np.where(conditional, kept["if_none_match"].to_numpy(), None),
         "if_modified_since": np.where(conditional, kept["if_modified_since"].to_numpy(), None),
         "crawl_delay_s": delay, "rate": kept["rate"].to_numpy(),
+        "audit_wanted": bool(_flag(pages, "audit_wanted", False)[0]),
+        "signal": kept["signal"].to_numpy(bool),
     })
-    known = work["lane"].to_numpy() != "discovery"
-    w = work["importance"].to_numpy()[known]
-    fresh = freshness(work["lambda_hat"].to_numpy()[known], work["rate"].to_numpy()[known])
-    summary = pd.DataFrame([{
-        "host": host, "url": None, "lane": None, "crawl_delay_s": delay,
-        "due_count": len(visits), "carried": len(carried), "known_urls": int(known.sum()),
-        "weight_sum": float(w.sum()), "weighted_freshness": float((w * fresh).sum()),
-    }])
-    out = pd.concat([out, summary], ignore_index=True)
+    summary = {"host": host, "url": None, "lane": None, "crawl_delay_s": delay,
+               "due_count": len(visits), "carried": len(carried),
+               "known_urls": int(work["known"].sum()), "signals": int(signal.sum()), "cap": cap,
+               "discovery_deferred": int(((lane == "discovery") & ~keep).sum())}
+    for name, mask in (("", work["known"].to_numpy() & ~work["gone"].to_numpy()),
+                       ("_fast", lane == "fast"),
+                       ("_refresh", (lane == "refresh") & ~work["gone"].to_numpy())):
+        w = work["importance"].to_numpy()[mask]
+        fresh = freshness(work["lambda_hat"].to_numpy()[mask], rate[mask])
+        key_w, key_wf = ("weight_sum", "weighted_freshness") if not name else (
+            f"w{name}", f"wf{name}")
+        summary[key_w], summary[key_wf] = float(w.sum()), float((w * fresh).sum())
+    out = pd.concat([out, pd.DataFrame([summary])], ignore_index=True)
     return out.reindex(columns=CANDIDATE_COLUMNS)

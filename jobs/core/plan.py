@@ -7,8 +7,10 @@ Steps, per host:
 1. ``due_visits``: each URL's next visit is due at its last fetch + 1/f; visits due in
    the window are listed (several for f > 1/day), spaced 1/f apart so a URL's visits stay
    evenly spaced (even spacing beats random visits at the same rate, ~24% in freshness).
-2. ``apply_host_cap``: at most ``cap`` visits per host per day (politeness); fast lane
-   first, then by priority = importance x P(changed since the last fetch).
+2. ``apply_host_cap``: at most ``cap`` visits per host per day (politeness); fast lane,
+   audit visits and trusted push signals first, then by priority = importance x
+   P(changed since the last fetch). A mass interval shrink on one host therefore only
+   reorders its visits: the cap still holds.
 3. after the global per-lane budget cut (done in Spark), ``place_in_slots`` puts the
    host's visits at least ``crawl_delay`` apart, each as near its due time as allowed.
 """
@@ -20,7 +22,7 @@ import pandas as pd
 from jobs.core.freshness import p_changed
 
 DAY_S = 86400.0
-LANE_ORDER = {"fast": 0, "refresh": 1, "discovery": 1}
+LANE_ORDER = {"fast": 0, "audit": 0, "refresh": 1, "discovery": 1}
 
 
 def host_cap(crawl_delay_s, max_fetches_per_day=None) -> np.ndarray:
@@ -77,8 +79,11 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
 
 
 def rank_visits(visits: pd.DataFrame) -> pd.DataFrame:
-    """Order in which a host's visits claim its capacity: fast lane, then priority."""
+    """Order in which a host's visits claim its capacity: fast lane, audits and push
+    signals (they jump the queue), then priority."""
     order = visits["lane"].map(LANE_ORDER).fillna(1).to_numpy()
+    if "signal" in visits.columns:
+        order = np.where(visits["signal"].fillna(False).to_numpy(bool), 0, order)
     return visits.assign(_o=order).sort_values(
         ["_o", "priority", "due_s", "url"], ascending=[True, False, True, True],
         kind="mergesort").drop(columns="_o")

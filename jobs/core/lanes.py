@@ -1,0 +1,214 @@
+r"""Lanes that share one host capacity: fast, discovery, audit and refresh (pure numpy).
+
+Every host has one daily cap :math:`C_h` (politeness x health, see
+:func:`host_capacity`); every visit of every lane uses it, a 304 included. Lanes claim it
+in this order, each with its own global budget:
+
+1. **fast** -- pages whose estimated λ and importance pass thresholds, or whose URL matches
+   a configured pattern (front pages, feeds). They share the fast budget ``B_f`` as a
+   common rate :math:`r_f` per page, as high as the budget allows up to the 1 h floor:
+   :math:`\sum_h \min(C_h, n^{fast}_h r_f) = B_f` (:func:`fast_rate`). The freshness
+   optimum alone would give such pages f_min when λ > w/μ (Cho & Garcia-Molina 2003).
+2. **audit** -- the policy-independent freshness audit sample, fetched in full on a
+   fixed cadence (:func:`audit_due`).
+3. **discovery** -- frontier URLs, deduplicated against known URLs, ranked by importance
+   (the host's median known importance where missing, :func:`fill_importance`); the lane
+   takes the best ``B_d`` (:func:`importance_threshold`).
+4. **refresh** -- everything else, solved optimally under the remaining budget and the
+   remaining host capacity :math:`C_h - fast_h - audit_h - disc_h` (Kolobov et al., SIGIR
+   2019: host caps as multipliers inside the optimisation).
+
+Split ``auto`` (:func:`auto_split`) moves budget between refresh and discovery until one
+more fetch is worth the same in both. Value model (documented in docs/allocation.md):
+refresh's marginal value is the budget multiplier μ, the importance-weighted freshness one
+more visit/day buys; a discovery fetch of a URL with importance w adds a copy worth
+``w x discovery_value_days`` freshness-days (it was missing, i.e. stale, and a first fetch
+makes it fresh), in the same unit as μ.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from jobs.core.plan import host_cap
+
+BINS_PER_OCTAVE = 16
+
+
+def host_capacity(crawl_delay_s, max_fetches_per_day, cap_factor) -> np.ndarray:
+    """Daily visits a host gets: ``floor(min(86400/delay, max_fetches) x cap_factor)``.
+
+    The health factor (issue 3, in (0, 1]) only ever lowers the politeness cap, so a robots
+    crawl delay or an explicit ``max_fetches_per_day`` always wins. ``host_cap`` uses the
+    same microsecond arithmetic as slot placement, so a full host always fits the day.
+    """
+    base = host_cap(crawl_delay_s, max_fetches_per_day).astype(float)
+    factor = np.clip(np.nan_to_num(np.asarray(cap_factor, dtype=float), nan=1.0), 0.0, 1.0)
+    return np.floor(base * factor + 1e-9).astype(np.int64)
+
+
+def compile_patterns(patterns: str):
+    """Comma-separated regular expressions -> one compiled alternation (None if empty)."""
+    parts = [p.strip() for p in (patterns or "").split(",") if p.strip()]
+    return re.compile("|".join(f"(?:{p})" for p in parts)) if parts else None
+
+
+def fast_mask(urls, lam, importance, is_known, min_lambda, min_importance, pattern) -> np.ndarray:
+    """Known pages that belong in the fast lane: (λ >= min and w >= min) or a URL pattern."""
+    lam = np.nan_to_num(np.asarray(lam, dtype=float))
+    w = np.nan_to_num(np.asarray(importance, dtype=float))
+    fast = (lam >= min_lambda) & (w >= min_importance)
+    if pattern is not None and len(urls):
+        fast |= np.array([bool(pattern.search(u)) if isinstance(u, str) else False for u in urls])
+    return fast & np.asarray(is_known, dtype=bool)
+
+
+def fill_importance(importance, is_frontier, is_known, default: float) -> np.ndarray:
+    """Frontier URLs without importance get the host prior: the median of the host's known
+    pages (``default`` if it has none)."""
+    w = np.asarray(importance, dtype=float).copy()
+    known_w = w[np.asarray(is_known, bool) & ~np.isnan(w)]
+    prior = float(np.median(known_w)) if known_w.size else float(default)
+    w[np.asarray(is_frontier, bool) & np.isnan(w)] = prior
+    return np.nan_to_num(w, nan=default)
+
+
+def importance_bin(importance) -> np.ndarray:
+    """Log-spaced bin (16 per octave) of each importance; -100000 for w <= 0."""
+    w = np.asarray(importance, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.floor(np.log2(w) * BINS_PER_OCTAVE)
+    return np.where(w > 0, b, -100_000).astype(np.int64)
+
+
+def importance_threshold(bins, counts, budget: float) -> int | None:
+    """Lowest bin the best ``budget`` URLs reach (None: every URL fits; the cut trims
+    the boundary bin exactly later)."""
+    order = np.argsort(-np.asarray(bins))
+    b, c = np.asarray(bins)[order], np.asarray(counts)[order]
+    taken = 0
+    for bb, cc in zip(b, c):
+        if taken + cc > budget:
+            return int(bb) if budget > taken else int(bb) + 1
+        taken += cc
+    return None
+
+
+def fast_rate(n_fast, caps, budget: float, f_min: float, f_max: float) -> float:
+    r"""Common per-page rate :math:`r_f` of the fast lane, solving
+    :math:`\sum_h \min(C_h, n_h r_f) = B_f` by bisection, clipped to [f_min, f_max].
+
+    Parameters
+    ----------
+    n_fast, caps : array_like
+        Fast pages and the daily cap of each host.
+    budget : float
+        The fast lane's visits/day.
+    """
+    n, c = np.asarray(n_fast, dtype=float), np.asarray(caps, dtype=float)
+    if n.sum() == 0:
+        return f_max
+
+    def demand(r):
+        return float(np.minimum(c, n * r).sum())
+
+    if demand(f_max) <= budget:
+        return f_max
+    if demand(f_min) >= budget:
+        return f_min
+    lo, hi = f_min, f_max
+    for _ in range(100):  # demand is monotone in r; 100 halvings reach float resolution
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if demand(mid) <= budget else (lo, mid)
+    return lo
+
+
+def audit_due(urls, sample_rate: float, cadence_days: int, day_index: int):
+    """Audit-sample URLs due on ``day_index`` (days since epoch) and their time offset.
+
+    Membership is :func:`jobs.core.audit_sample.in_audit_sample` (policy-independent);
+    each member is fetched every ``cadence_days`` on the day ``day_index mod cadence`` equal
+    to its hash slot, at a hash-spread time of day, so the audit never follows the policy.
+
+    Returns
+    -------
+    due : ndarray of bool
+    offset_s : ndarray of float
+        Seconds after the window start.
+    """
+    from jobs.core.audit_sample import url_unit
+
+    if sample_rate <= 0 or len(urls) == 0:
+        return np.zeros(len(urls), bool), np.zeros(len(urls))
+    u = url_unit(urls)
+    member = u < sample_rate
+    # Re-use the hash below the sample rate as a uniform number for day slot and time.
+    v = np.where(member, u / sample_rate, 0.0)
+    slot = np.floor(v * cadence_days).astype(np.int64)
+    due = member & (slot == day_index % cadence_days)
+    offset = (v * cadence_days - slot) * 86400.0
+    return due, offset
+
+
+def refresh_marginal(grid, demand, budget: float) -> float:
+    """μ at which the summed refresh demand curve equals ``budget`` (log-log interpolation;
+    0 if the whole curve fits, the top of the grid if none of it does)."""
+    grid, demand = np.asarray(grid, float), np.asarray(demand, float)
+    if demand[0] <= budget:  # fits at the bottom of the grid: the budget barely binds
+        return 0.0
+    fits = np.flatnonzero(demand <= budget)
+    if fits.size == 0:
+        return float(grid[-1])
+    k = int(fits[0])
+    d_lo, d_hi = demand[k - 1], demand[k]
+    if d_hi <= 0 or budget <= 0:
+        return float(grid[k])
+    frac = (np.log(d_lo) - np.log(budget)) / (np.log(d_lo) - np.log(d_hi))
+    return float(np.exp(np.log(grid[k - 1]) + frac * (np.log(grid[k]) - np.log(grid[k - 1]))))
+
+
+def auto_split(grid, refresh_demand, total: float, bins, counts, value_days: float) -> dict:
+    r"""Discovery budget that equalises the marginal value of one fetch in both lanes.
+
+    ``total`` visits are shared by refresh and discovery. Discovery's k-th fetch is worth
+    :math:`v_d(k) = w_{(k)}\,T_d` (importance of the k-th best frontier URL times
+    ``value_days``), non-increasing in k; refresh's marginal value :math:`\mu(B_r)` is
+    non-increasing in its budget :math:`B_r = total - k`, i.e. non-decreasing in k. The
+    split is the largest k (on the histogram's bin boundaries) with
+    :math:`v_d(k) \ge \mu(total - k)`.
+
+    Returns
+    -------
+    dict
+        ``discovery_budget``, ``refresh_budget``, ``refresh_value`` (μ at the split),
+        ``discovery_value`` (value of the last discovery fetch; None when none).
+    """
+    order = np.argsort(-np.asarray(bins))
+    b, c = np.asarray(bins)[order], np.asarray(counts, float)[order]
+    values = np.exp2((b + 0.5) / BINS_PER_OCTAVE) * value_days  # bin centre
+    chosen, v_last, taken = 0.0, None, 0.0
+    for value, cnt in zip(values, c):
+        if taken >= total:
+            break
+        # Take the whole bin, or the part of it where discovery still beats refresh.
+        step = min(cnt, total - taken)
+        if value < refresh_marginal(grid, refresh_demand, total - taken):
+            break
+        lo, hi = 0.0, step  # largest x in [0, step] with value >= mu(total - taken - x)
+        if value >= refresh_marginal(grid, refresh_demand, total - taken - step):
+            lo = step
+        else:
+            for _ in range(50):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if value >= refresh_marginal(
+                    grid, refresh_demand, total - taken - mid) else (lo, mid)
+        taken += np.floor(lo)
+        chosen, v_last = taken, float(value)
+        if lo < step:
+            break
+    chosen = int(chosen)
+    return {"discovery_budget": chosen, "refresh_budget": float(total - chosen),
+            "refresh_value": refresh_marginal(grid, refresh_demand, total - chosen),
+            "discovery_value": v_last}

@@ -1,0 +1,135 @@
+"""The Spark allocation passes against the in-memory solver, and lanes end to end."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs import allocate, build_schedule, policy_rates, shards
+from jobs.core import host_plan
+from jobs.core.allocation_kkt import objective_value
+from jobs.core.policies import get_policy, policy_rates as in_memory_rates
+from jobs.core.times import epoch_seconds
+from tests import tiny_web
+from tests.conftest import make_config
+
+W0 = 1_800_000_000.0
+
+
+def _instance(seed=3, n=400, hosts=6):
+    rng = np.random.default_rng(seed)
+    host = rng.choice([f"h{i}.example" for i in range(hosts)], n, p=np.r_[0.4, [0.6 / (hosts - 1)] * (hosts - 1)])
+    delay = {f"h{i}.example": d for i, d in enumerate([2880.0, 1728.0, 60.0, 60.0, 60.0, 60.0])}
+    return pd.DataFrame({
+        "host": host, "url": [f"https://{h}/p{i}" for i, h in enumerate(host)], "lane": "refresh",
+        "lambda_hat": rng.lognormal(np.log(0.5), 1.5, n), "importance": rng.lognormal(0, 1, n),
+        "interval_s": 86400.0, "gone": False, "crawl_delay_s": [delay[h] for h in host],
+        "max_fetches_per_day": None, "cap_factor": 1.0})
+
+
+@pytest.mark.parametrize("name", ["optimal", "proportional"])
+def test_spark_passes_match_the_in_memory_solver(spark, name):
+    pages = _instance()
+    budget = 60
+    cfg = make_config("/nonexistent", f"policy.name={name}", f"budget.daily_fetches={budget}",
+                      "budget.fast_share=0", "budget.discovery_share=0", "budget.audit_share=0",
+                      "audit.sample_rate=0", "allocation.buckets=3")
+    sdf = spark.createDataFrame(pages.astype({"max_fetches_per_day": "float"}))
+    ctx, info = policy_rates.solve_levels(spark, cfg, sdf, W0, W0 + 86400)
+    assert info["spark_passes"] == 3 and info["floors_affordable"]
+    rates = pd.Series(0.0, index=pages.index)
+    caps = {}
+    for host, g in pages.groupby("host"):
+        caps[host] = host_plan.host_capacity(g)
+        rates[g.index] = host_plan.lane_rates(host_plan.prepare(g, ctx), caps[host], ctx)[0]
+    ref = in_memory_rates(get_policy(name, f_min=1 / 90, f_max=24.0), pages, "host", caps, budget)
+    assert rates.sum() <= budget * (1 + 1e-9)
+    assert rates.sum() >= budget * (1 - 1e-3)  # the budget binds and is spent
+    for host, g in pages.groupby("host"):
+        assert rates[g.index].sum() <= caps[host] * (1 + 1e-9)
+    assert min(caps.values()) < pages.host.value_counts().max()  # caps do bind here
+    # Same rates as the exact bisection, to the grid blend's second-order loss.
+    assert np.abs(rates - ref.rates).sum() <= 1e-2 * budget
+    if name == "optimal":
+        lam, w = pages.lambda_hat.to_numpy(), pages.importance.to_numpy()
+        got = objective_value(lam, w, rates.to_numpy())
+        best = objective_value(lam, w, ref.rates.to_numpy())
+        assert best * (1 - 1e-4) <= got <= best * (1 + 1e-6)
+
+
+def _state_rows():
+    t = pd.Timestamp("2026-11-02T06:00", tz="UTC")
+    rows = []
+    for i in range(40):
+        host = "big.example" if i < 30 else "small.example"
+        rows.append({
+            "url": f"https://{host}/p{i}" if i not in (0, 30) else f"https://{host}/",
+            "host": host, "first_seen": t, "last_fetch_at": t, "last_success_at": t,
+            "etag": f'"e{i}"', "last_modified": tiny_web.LM, "interval_s": 86400.0,
+            "lambda_hat": 0.05 + 0.1 * (i % 7), "lambda_lo": 0.0, "lambda_hi": 5.0,
+            "n_fetches": 3, "n_observations": 2, "n_changes": 1, "exposure_days": 2.0,
+            "n_errors": 0, "consecutive_gone": 0, "gone": False, "importance": 1.0 + i % 5,
+            "lane": "refresh", "updated_dt": pd.Timestamp("2026-11-02").date()})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def lanes_root(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("lanes"))
+    tiny_web.write(root, "state", _state_rows(), dt="2026-11-02")
+    tiny_web.write(root, "host_policy", [{"host": "big.example", "crawl_delay_s": 1440.0,
+                                          "max_fetches_per_day": None}])
+    tiny_web.write(root, "frontier", [
+        {"url": f"https://small.example/new{i}", "discovered_at": pd.Timestamp("2026-11-02", tz="UTC"),
+         "importance": float(i)} for i in range(1, 6)] + [
+        {"url": "https://small.example/p31", "discovered_at": pd.Timestamp("2026-11-02", tz="UTC"),
+         "importance": 9.0}], dt="2026-11-02")
+    hosts = pd.DataFrame({"host": ["big.example"], "cap_factor": [0.5], "trust_etag": [False],
+                          "trust_lm": [True], "audit_wanted": [True]})
+    os.makedirs(f"{root}/hosts/dt=2026-11-02")
+    hosts.to_parquet(f"{root}/hosts/dt=2026-11-02/part-0.parquet")
+    oracle = pd.DataFrame({"url": [r["url"] for r in _state_rows()], "lambda": 2.0})
+    os.makedirs(f"{root}/oracle")
+    oracle.to_parquet(f"{root}/oracle/part-0.parquet")
+    return root
+
+
+def _schedule(root):
+    out_dir = os.path.join(root, "schedules", "dt=2026-11-03")
+    return pd.concat(pd.read_parquet(os.path.join(out_dir, i["file"]))
+                     for i in shards.read_shard_index(out_dir))
+
+
+@pytest.mark.parametrize("extra", [[], [f"allocation.lambda_table=ORACLE"]])
+def test_optimal_with_lanes_health_and_audits_end_to_end(spark, lanes_root, extra):
+    extra = [e.replace("ORACLE", f"{lanes_root}/oracle") for e in extra]
+    cfg = make_config(lanes_root, "policy.name=optimal", "budget.daily_fetches=60",
+                      "budget.split=auto", "budget.fast_share=0.1", "budget.audit_share=0.05",
+                      "audit.sample_rate=0.2", *extra)
+    rec = allocate.run(cfg, "2026-11-02", spark)
+    build_schedule.run(cfg, "2026-11-02", spark)
+    sched = _schedule(lanes_root)
+    assert len(sched) <= 60
+    big = sched[sched.host == "big.example"]
+    assert len(big) <= 30  # 86400/1440 = 60, halved by cap_factor 0.5
+    gaps = np.diff(np.sort(epoch_seconds(big.not_before)))
+    assert len(gaps) == 0 or gaps.min() >= 1440.0 - 1e-6
+    assert big.if_none_match.isna().all()  # trust_etag false: never sent
+    fast = sched[sched.lane == "fast"]
+    assert set(fast.url) <= {"https://big.example/", "https://small.example/"} and len(fast)
+    disc = sched[sched.lane == "discovery"]
+    assert "https://small.example/p31" not in set(disc.url)  # known URL: deduplicated
+    m = pd.read_parquet(os.path.join(lanes_root, "metrics", "dt=2026-11-02")).iloc[0]
+    assert m.budget_split == "auto" and m.spark_passes == 3 and m.floors_affordable
+    assert m.refresh_marginal_value > 0 and m.discovery_budget == len(disc)
+    if m.discovery_budget > 0:
+        assert m.discovery_marginal_value >= m.refresh_marginal_value - 1e-12
+    assert m.planned_audit >= 1 and m.audit_conversions <= int(0.05 * 60)
+    assert 0 < m.expected_freshness_fast <= 1 and 0 < m.expected_freshness_refresh <= 1
+    assert m.planned_total == len(sched) and m.carried_over >= 0
+    if extra:  # oracle: every page changes twice a day, so freshness is far lower
+        assert rec["expected_freshness_refresh"] < 0.5
+    else:
+        assert rec["expected_freshness_refresh"] > 0.5
