@@ -88,3 +88,26 @@ def test_tiny_backtest_end_to_end(spark, tmp_path):
     sweep = pd.read_parquet(out / "data" / "sweep.parquet")
     assert sorted(sweep["budget_share"]) == [0.25, 0.5]
     assert (sweep.sort_values("budget_share")["fetches"].diff().dropna() > 0).all()
+
+
+def test_shadow_audit_agrees_with_the_true_copy(tmp_path):
+    # Checks pinned to the end of the day must call a copy fresh exactly when the crawler's
+    # copy (truth) holds the live version: state's hash, updated by the day's 2xx rows.
+    sim = Simulation(WebParams(n_urls=600, n_hosts=12, seed=3, start="2026-01-01"))
+    logs = []
+    from jobs.sim import run_history
+    run_history(sim, 4, lambda d, table, rec: logs.append(table))
+    day = 3
+    pg, n = sim.web.pages, len(sim.copies.version)
+    # The planner's memory before day 3: each page's hash after the first three days' logs.
+    before = pd.concat([t.to_pandas() for t in logs[:day]])
+    before = before[(before["status"] == 200) & before["content_hash"].notna()]
+    held = before.sort_values("fetched_at").groupby("url")["content_hash"].last()
+    sample = pd.DataFrame({"url": pg.url[:n], "importance": pg.importance[:n], "gone": False})
+    sample["content_hash"] = sample["url"].map(held)
+    end = lambda s, page, d: np.full(len(page), d + 1 - 1e-9)  # noqa: E731
+    checks = audit.shadow_audit(sim, day, sample, logs[day], times=end)
+    page = sim.web.page_ids(checks["url"].to_numpy(object))
+    truth = sim.copies.version[page] == sim.web.version_at(page, np.full(len(page), day + 1 - 1e-9))
+    assert len(checks) > 400 and 0.1 < checks["fresh"].mean() < 0.95
+    assert (checks["fresh"].to_numpy() == truth).all()

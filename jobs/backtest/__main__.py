@@ -30,7 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--urls", type=int, default=3000, help="pages at day 0")
     ap.add_argument("--hosts", type=int, default=40)
     ap.add_argument("--history-days", type=int, default=7, help="legacy-crawler days before")
-    ap.add_argument("--days", type=int, default=6, help="planned days per policy")
+    ap.add_argument("--days", type=int, default=5, help="planned days per policy")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--budget-share", type=float, default=0.25, help="budget, share of URLs/day")
     ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)

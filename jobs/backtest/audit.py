@@ -42,7 +42,13 @@ def read_state_for_audit(state_uri: str, rate: float) -> pd.DataFrame:
     return state[in_audit_sample(state["url"].to_numpy(object), rate)].reset_index(drop=True)
 
 
-def shadow_audit(sim, day: int, sample: pd.DataFrame, fetch_log: pa.Table) -> pd.DataFrame:
+def check_times(sim, page: np.ndarray, day: int) -> np.ndarray:
+    """Policy-independent check time (days) of each sampled page on ``day``."""
+    return day + uniform(sim.web.pages.url_key[page], np.int64(day), _AUDIT_SALT)
+
+
+def shadow_audit(sim, day: int, sample: pd.DataFrame, fetch_log: pa.Table,
+                 times=check_times) -> pd.DataFrame:
     """One audit check per sampled URL alive at its check time on ``day``.
 
     Parameters
@@ -54,6 +60,8 @@ def shadow_audit(sim, day: int, sample: pd.DataFrame, fetch_log: pa.Table) -> pd
         Output of :func:`read_state_for_audit` for the state before ``day``.
     fetch_log : pyarrow.Table
         The fleet's fetch log of ``day``.
+    times : callable
+        ``times(sim, page, day)`` -> check times; :func:`check_times` unless a test pins them.
 
     Returns
     -------
@@ -67,7 +75,7 @@ def shadow_audit(sim, day: int, sample: pd.DataFrame, fetch_log: pa.Table) -> pd
     page = web.page_ids(sample["url"].to_numpy(object))
     keep = page >= 0
     sample, page = sample[keep].reset_index(drop=True), page[keep]
-    t = day + uniform(web.pages.url_key[page], np.int64(day), _AUDIT_SALT)
+    t = np.asarray(times(sim, page, day), float)
     alive = web.is_alive(page, t)
     # A 404/410 answer is not a freshness observation (truth stops counting at death).
     sample, page, t = sample[alive].reset_index(drop=True), page[alive], t[alive]
