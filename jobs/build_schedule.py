@@ -164,8 +164,9 @@ def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
         "dt": date.fromisoformat(run_date), "policy": cfg.policy.name,
         "urls_known": int(upd.get("urls_known", 0)), "urls_gone": int(upd.get("urls_gone", 0)),
         "log_rows": int(upd.get("log_rows", 0)),
-        "quarantined_rows": int(upd.get("quarantined_fetch_logs", 0))
-        + int(upd.get("quarantined_importance", 0)) + int(alloc.get("quarantined_rows", 0)),
+        # Every input table the update stage quarantines from, plus allocate's.
+        "quarantined_rows": sum(int(v or 0) for k, v in upd.items() if k.startswith("quarantined_"))
+        + int(alloc.get("quarantined_rows", 0)),
         "budget": cfg.budget.daily_fetches, "planned_total": built["planned_total"],
         "planned_refresh": built["planned_refresh"], "planned_fast": built["planned_fast"],
         "planned_discovery": built["planned_discovery"], "due_total": due,
