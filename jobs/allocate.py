@@ -17,14 +17,14 @@ Run: ``python -m jobs.allocate --date D`` or ``spark-submit jobs/allocate.py --d
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
 
 from jobs import budget_cut, ingest, schemas, storage  # noqa: E402
-from jobs.config import Config, add_config_args, config_from_args  # noqa: E402
+from jobs.cli import stage_main  # noqa: E402
+from jobs.config import Config  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
 from jobs.policy_rates import solve_levels  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
@@ -180,12 +180,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--date", required=True, help="logical date D (YYYY-MM-DD)")
-    add_config_args(parser)
-    args = parser.parse_args(argv)
-    print(run(config_from_args(args), args.date))
-    return 0
+    return stage_main(run, __doc__, argv)
 
 
 if __name__ == "__main__":

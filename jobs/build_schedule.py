@@ -13,7 +13,6 @@ Run: ``python -m jobs.build_schedule --date D`` or ``spark-submit jobs/build_sch
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from datetime import date, timedelta
@@ -26,7 +25,8 @@ import pandas as pd  # noqa: E402
 
 from jobs import budget_cut, schemas, shards, storage  # noqa: E402
 from jobs.allocate import planning_window, work_path  # noqa: E402
-from jobs.config import Config, add_config_args, config_from_args  # noqa: E402
+from jobs.cli import stage_main  # noqa: E402
+from jobs.config import Config  # noqa: E402
 from jobs.core import plan  # noqa: E402
 from jobs.runlog import read_stage_record, write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
@@ -187,12 +187,7 @@ def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--date", required=True, help="logical date D (YYYY-MM-DD)")
-    add_config_args(parser)
-    args = parser.parse_args(argv)
-    print(run(config_from_args(args), args.date))
-    return 0
+    return stage_main(run, __doc__, argv)
 
 
 if __name__ == "__main__":

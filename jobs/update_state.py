@@ -19,7 +19,6 @@ Run: ``python -m jobs.update_state --date D`` or ``spark-submit jobs/update_stat
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from datetime import date, timedelta
 
@@ -29,7 +28,8 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
 import pandas as pd  # noqa: E402
 
 from jobs import ingest, schemas, storage  # noqa: E402
-from jobs.config import Config, add_config_args, config_from_args  # noqa: E402
+from jobs.cli import stage_main  # noqa: E402
+from jobs.config import Config  # noqa: E402
 from jobs.core import estimators_shrinkage, observations, state_update, trust  # noqa: E402
 from jobs.core.estimators_stats import STATS_COLUMNS  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
@@ -227,12 +227,7 @@ def _audit_figures(cfg: Config, n: int, fresh: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--date", required=True, help="logical date D (YYYY-MM-DD)")
-    add_config_args(parser)
-    args = parser.parse_args(argv)
-    print(run(config_from_args(args), args.date))
-    return 0
+    return stage_main(run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def _schedule(root):
                      for i in shards.read_shard_index(out_dir))
 
 
-@pytest.mark.parametrize("extra", [[], [f"allocation.lambda_table=ORACLE"]])
+@pytest.mark.parametrize("extra", [[], ["allocation.lambda_table=ORACLE"]])
 def test_optimal_with_lanes_health_and_audits_end_to_end(spark, lanes_root, extra):
     extra = [e.replace("ORACLE", f"{lanes_root}/oracle") for e in extra]
     cfg = make_config(lanes_root, "policy.name=optimal", "budget.daily_fetches=60",

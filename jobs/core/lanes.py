@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from jobs.core.plan import host_cap
 
