@@ -1,6 +1,7 @@
 """Shared fixtures: one real local Spark session for the whole run, sample data roots."""
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -37,6 +38,8 @@ def spark():
                         "tests")
     yield session
     session.stop()
+    # py4j logs from finalizers at interpreter exit, after pytest has closed the streams.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
 
 
 def make_config(root, *overrides):
