@@ -132,7 +132,7 @@ def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | 
     """The planner's config for one policy on one data root."""
     base = [f"paths.root={root}", "spark.master=local[2]", "spark.state_buckets=2",
             "schedule.n_shards=4", f"budget.daily_fetches={budget if budget is not None else spec.budget}",
-            f"publish.target=s3://{BUCKET}/{root.parent.name}", f"publish.max_workers=4",
+            f"publish.target=s3://{BUCKET}/{root.parent.name}", "publish.max_workers=4",
             f"publish.endpoint_url={endpoint or ''}"]
     if policy == "oracle":
         keys = [k for k in ORACLE_KEYS if config_has(k)]
