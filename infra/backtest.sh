@@ -4,6 +4,7 @@
 # Writes var/backtest/report/report.html by default.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bash "$here/setup.sh"
 source "$here/env.sh"
 cd "$REPO"
 exec "$VENV/bin/python" -m jobs.backtest "$@"
