@@ -145,11 +145,15 @@ def main(argv=None) -> int:
     print(f"URLs known:          {int(m.urls_known)} ({int(m.urls_gone)} gone)")
     print(f"Fetches planned:     {int(m.planned_total)} of budget {int(m.budget)} "
           f"(refresh {int(m.planned_refresh)}, fast {int(m.planned_fast)}, "
-          f"discovery {int(m.planned_discovery)})")
+          f"discovery {int(m.planned_discovery)}, audit {int(m.get('planned_audit') or 0)})")
     print(f"Due but carried over: {int(m.carried_over)}")
     print(f"Hosts scheduled:     {int(m.hosts)}")
     print(f"Expected freshness:  {m.expected_freshness:.3f} (importance-weighted, policy "
           f"{m.policy})")
+    if pd.notna(m.get("audit_freshness")):
+        print(f"Audited freshness:   {m.audit_freshness:.3f} "
+              f"[{m.audit_freshness_lo:.3f}, {m.audit_freshness_hi:.3f}] "
+              f"from {int(m.audit_n)} audit fetches of {args.date}")
     print(f"Quarantined rows:    {int(m.quarantined_rows)}")
     print(f"Wall time:           {time.monotonic() - t0:.0f} s")
     print("Stop the local S3 server with: bash infra/local_s3.sh stop")
