@@ -10,7 +10,10 @@ Lane budgets: fast, audit and discovery get what allocate planned for them (by d
 their configured shares; with ``budget.split = auto`` the discovery budget it chose), or
 less if they have fewer candidates; refresh gets everything else, so budget a lane cannot
 use flows to refresh. ``audit`` is the policy-independent freshness audit sample; its rows
-are written to the schedule with lane ``refresh`` and method ``full``.
+are written to the schedule with lane ``audit`` and method ``full``. Their ``priority`` is a
+hash of (URL, day) (see :func:`jobs.core.host_plan.plan_host`), so when the audit budget
+is smaller than the day's due sample, the cut keeps a uniform random subset of it rather
+than the pages the policy thinks most likely changed.
 """
 from __future__ import annotations
 

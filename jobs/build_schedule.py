@@ -2,7 +2,8 @@
 
 Applies the budget cut, turns up to ``budget.audit_share`` x budget conditional visits on
 ``audit_wanted`` hosts into full fetches (validator audit: a deterministic hash choice),
-writes audit-sample visits as lane ``refresh`` / method ``full``, places each host's
+writes freshness-audit-sample visits as lane ``audit`` / method ``full`` (measurement-only
+fetches: the fleet logs them with lane ``audit`` and keeps its indexed copy), places each host's
 visits at least its crawl delay apart, and
 writes one deterministic Parquet file per shard from the executors (every host lies in
 exactly one shard). A schedule that would be absurd (over budget, a host's rows closer
@@ -87,10 +88,8 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     candidates = spark.read.parquet(work_path(cfg, run_date, "candidates"))
     selected = budget_cut.apply(candidates, cut)
     selected, conversions = audit_conversions(selected, cfg, schedule_date(run_date))
-    # The schedule's lanes are the fetchers' (refresh, fast, discovery); the audit sample is
-    # recognised downstream by jobs.core.audit_sample, not by lane.
-    selected = selected.withColumn(
-        "lane", F.when(F.col("lane") == "audit", "refresh").otherwise(F.col("lane")))
+    # Audit-sample visits keep lane ``audit``: update_state scores exactly the fetch-log rows
+    # of that lane, and treats them as measurement-only.
     n_shards = cfg.schedule.n_shards
     selected = selected.withColumn(
         "shard", F.pmod(F.crc32(F.col("host").cast("binary")), F.lit(n_shards)).cast("int"))
@@ -107,10 +106,10 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     shards.write_shard_index(out_dir, clean)
 
     per_lane = {lane: sum(i["lanes"].get(lane, 0) for i in clean)
-                for lane in ("refresh", "fast", "discovery")}
+                for lane in shards.LANES}
     record = {"planned_total": sum(i["rows"] for i in clean), "hosts": sum(i["hosts"] for i in clean),
+              # planned_audit: the audit-lane rows actually written
               "files": len(clean), **{f"planned_{k}": v for k, v in per_lane.items()},
-              "planned_audit": int(cut.get("audit", {}).get("selected", 0)),
               "audit_conversions": conversions, "schedule_dir": out_dir}
     write_stage_record(cfg, run_date, "build_schedule", record)
     write_metrics(spark, cfg, run_date, record)

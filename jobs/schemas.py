@@ -121,7 +121,8 @@ FETCH_LOG = Contract("fetch_logs", "fetch_logs/dt=YYYY-MM-DD/*.parquet",
     C("content_hash", "string", "fingerprint of the normalised main content (2xx only)", True),
     C("bytes", "int", "bytes received"),
     C("elapsed_ms", "int32", "response time", True, False),
-    C("lane", "string", "the schedule row's lane", True, False),
+    C("lane", "string", "the schedule row's lane (refresh, fast, discovery or audit; `audit` "
+                        "rows are measurement-only and scored by the freshness audit)", True, False),
 ))
 
 IMPORTANCE = Contract("importance", "importance/*.parquet",
@@ -248,7 +249,9 @@ SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
     C("host", "string", "host; all of a host's rows are in one file"),
     C("url", "string", "URL to fetch"),
     C("not_before", "timestamp", "earliest fetch time (UTC); a host's rows are >= crawl delay apart"),
-    C("lane", "string", "refresh, fast or discovery"),
+    C("lane", "string", "refresh, fast, discovery or audit (a measurement-only full fetch of the "
+                        "freshness audit sample: log it with lane `audit`, never replace the "
+                        "indexed copy with it)"),
     C("method", "string", "conditional or full"),
     C("if_none_match", "string", "If-None-Match value (validated ETag)", True),
     C("if_modified_since", "string", "If-Modified-Since value (validated HTTP-date)", True),
@@ -282,14 +285,15 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet", "One row of run
     C("hosts", "int", "hosts in the schedule"),
     C("expected_freshness", "float", "importance-weighted expected freshness of known URLs "
                                      "under the planned rates"),
-    C("audit_freshness", "float", "share of audit-sample full fetches that found our copy "
+    C("audit_freshness", "float", "share of audit-lane fetches that found our copy "
                                   "current (achieved freshness)", True, False),
     C("audit_freshness_lo", "float", "lower end of its Wilson interval (`audit.level`)", True,
       False),
     C("audit_freshness_hi", "float", "upper end of its Wilson interval", True, False),
-    C("audit_n", "int", "audit-sample full fetches scored", True, False),
-    C("planned_audit", "int", "audit-sample full fetches planned (lane `refresh` in the "
-                              "schedule)", True, False),
+    C("audit_n", "int", "audit-lane fetches scored (fetch-log rows with lane `audit`, status "
+                        "200, a content hash and a stored baseline hash)", True, False),
+    C("planned_audit", "int", "audit-sample full fetches in the schedule (lane `audit`)", True,
+      False),
     C("audit_conversions", "int", "conditional visits on `audit_wanted` hosts turned into full "
                                   "fetches (at most `budget.audit_share` x budget)", True, False),
     C("signals_pending", "int", "URLs with a trusted push signal newer than their last fetch",

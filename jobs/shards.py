@@ -35,7 +35,7 @@ SCHEDULE_SCHEMA = pa.schema([
     pa.field("priority", pa.float64(), nullable=False),
     pa.field("p_changed", pa.float64(), nullable=False),
 ])
-LANES = ("refresh", "fast", "discovery")
+LANES = ("refresh", "fast", "discovery", "audit")  # audit: measurement-only full fetch
 METHODS = ("conditional", "full")
 SHARD_COLUMN = "shard"  # grouping column the Spark job adds; dropped before writing
 SHARD_INDEX_NAME = "_shards.json"

@@ -13,7 +13,8 @@ Never rescans log history: reads ``state/dt=D-1``, ``hosts/dt=D-1``, ``fetch_log
    group and applied per row (``mapInPandas``): λ̂, λ_lo, λ_hi.
 4. Hosts: today's evidence summed per host plus health counts from the logs, co-grouped
    with yesterday's hosts rows and reclassified by ``jobs.core.trust.update_hosts``.
-5. The freshness audit (sample URLs fetched in full) is scored into the run record.
+5. The freshness audit is scored into the run record: only fetch-log rows with lane
+   ``audit`` (measurement-only: they change no stored state), see jobs.core.state_update.
 
 Run: ``python -m jobs.update_state --date D`` or ``spark-submit jobs/update_state.py --date D``.
 """
@@ -41,7 +42,7 @@ _PRIOR_DDL = "_group string, prior_shape double, prior_rate double"
 _TEMPLATE_RE = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?[^/?#:]+(?::\d+)?(/[^/?#]*)?"
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
              "content_hash", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
-             "is_signal"]
+             "is_signal", "lane"]
 
 
 def previous_day(run_date: str) -> str:

@@ -133,3 +133,27 @@ def test_optimal_with_lanes_health_and_audits_end_to_end(spark, lanes_root, extr
         assert rec["expected_freshness_refresh"] < 0.5
     else:
         assert rec["expected_freshness_refresh"] > 0.5
+
+
+def test_audit_sample_rows_are_scheduled_in_their_own_lane(spark, lanes_root):
+    # With audit.sample_rate > 0 the audit sample is written as lane `audit` (method full,
+    # no conditional headers), at most budget.audit_share x budget rows, within host caps.
+    budget, share = 60, 0.1
+    cfg = make_config(lanes_root, "policy.name=adaptive", f"budget.daily_fetches={budget}",
+                      f"budget.audit_share={share}", "audit.sample_rate=0.5")
+    allocate.run(cfg, "2026-11-02", spark)
+    build_schedule.run(cfg, "2026-11-02", spark)
+    sched = _schedule(lanes_root)
+    audit = sched[sched.lane == "audit"]
+    assert 1 <= len(audit) <= int(share * budget)
+    assert (audit.method == "full").all()
+    assert audit.if_none_match.isna().all() and audit.if_modified_since.isna().all()
+    assert len(sched) <= budget
+    caps = {"big.example": 30,  # 86400/1440 halved by cap_factor 0.5
+            "small.example": int(86400 // cfg.politeness.default_crawl_delay_s)}
+    assert all(n <= caps[h] for h, n in sched.groupby("host").size().items())
+    index = shards.read_shard_index(os.path.join(lanes_root, "schedules", "dt=2026-11-03"))
+    assert sum(i["lanes"].get("audit", 0) for i in index) == len(audit)
+    m = pd.read_parquet(os.path.join(lanes_root, "metrics", "dt=2026-11-02")).iloc[0]
+    assert m.planned_audit == len(audit)
+    assert m.planned_total == m.planned_refresh + m.planned_fast + m.planned_discovery + len(audit)

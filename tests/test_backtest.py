@@ -48,9 +48,12 @@ def test_tiny_backtest_end_to_end(spark, tmp_path):
     from jobs.backtest.__main__ import main
 
     out, work = tmp_path / "report", tmp_path / "work"
-    days, urls, share = 2, 400, 0.25
+    days, urls, share = 3, 400, 0.25
+    # Audit sample 20% of URLs (--audit-rate sets audit.sample_rate), audit lane up to 20% of
+    # the budget (20 fetches/day), so the production audit scores enough fetches a day.
     assert main(["--urls", str(urls), "--hosts", "8", "--history-days", "2", "--days", str(days),
                  "--policies", "adaptive", "--sweep", "0.5", "--audit-rate", "0.2",
+                 "--set", "budget.audit_share=0.2",
                  "--out", str(out), "--workdir", str(work)]) == 0
     html = (out / "report.html").read_text()
     assert "freshness_age_over_time.png" in html and "audit_coverage.png" in html
@@ -84,6 +87,15 @@ def test_tiny_backtest_end_to_end(spark, tmp_path):
     assert len(au) == days and (au["audit_n"] > 0).all()
     assert ((au["audit_lo"] <= au["audit_freshness"]) & (au["audit_freshness"] <= au["audit_hi"])).all()
     assert au["true_freshness"].between(0, 1).all()
+    # The production audit (metrics/dt=D audit_freshness, Wilson 95%; the last day from
+    # update_state's record): present every day, scored on >= 5 lane-audit fetches, and its
+    # interval covers the day's true plain freshness on at least 2 of the 3 days.
+    assert (ad["lane_audit"] > 0).all()
+    assert au["planner_audit_freshness"].notna().all() and (au["planner_audit_n"] >= 5).all()
+    assert list(au["planner_audit_source"]) == ["metrics"] * (days - 1) + ["update_state record"]
+    assert ((au["planner_audit_lo"] <= au["planner_audit_freshness"])
+            & (au["planner_audit_freshness"] <= au["planner_audit_hi"])).all()
+    assert int(au["planner_covered"].astype(bool).sum()) >= 2
 
     sweep = pd.read_parquet(out / "data" / "sweep.parquet")
     assert sorted(sweep["budget_share"]) == [0.25, 0.5]

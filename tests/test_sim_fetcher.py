@@ -132,3 +132,24 @@ def test_contract_types_and_not_issued():
         sim.step(0, _schedule(urls, [0.5]))  # day already simulated
     with pytest.raises(ValueError):
         sim.step(1, _schedule(urls, [1.5], method="head"))
+
+
+def test_audit_lane_is_a_full_get_that_leaves_the_copy_alone():
+    # Production semantics: an `audit` row is fetched in full and logged with lane audit,
+    # but it is measurement-only: the crawler's copy (truth) keeps the version it had.
+    sim = Simulation(_params())
+    sim.web.advance_to(1)
+    page = _first_changed_page(sim, 0.1, 0.9)
+    url = [sim.web.pages.url[page]]
+    sim.step(0, _schedule(url, [0.1]))
+    held = sim.copies.version[page]
+    visits = sim.copies.visits[page]
+    log = sim.step(1, _schedule(url, [1.5 - 0.6], lane="audit")).fetch_log.to_pandas()
+    row = log.iloc[0]
+    assert row.status == 200 and row.lane == "audit" and not row.conditional
+    assert row.content_hash is not None
+    assert sim.copies.version[page] == held < sim.web.version_at([page], 1.0)[0]
+    assert sim.copies.visits[page] == visits
+    # The same row in lane refresh does replace the copy.
+    sim.step(2, _schedule(url, [2.5], lane="refresh"))
+    assert sim.copies.version[page] == sim.web.version_at([page], 2.5)[0]

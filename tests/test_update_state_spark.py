@@ -34,9 +34,16 @@ def _build(root):
     write(root, "fetch_logs", day2, dt=D2)
     day3 = [fetch(a[2], "2026-11-03T01:00", status=304, conditional=True),
             fetch(a[3], "2026-11-03T01:00", etag='"p33"', h=f"{a[3]}-3", conditional=True)]
-    # Audits: full fetches of the frozen host find new content under the same Last-Modified.
+    # Validator audits (lane refresh): full fetches of the frozen host find new content under
+    # the same Last-Modified. They are not freshness audits.
     day3 += [fetch(u, "2026-11-03T02:00", lm=LM0, h=f"{u}-3") for u in f]
     day3 += [fetch(e, f"2026-11-03T0{k}:00", h="e1") for k in range(1, 4)]
+    # Freshness audits (lane audit), measurement-only. Stored hashes before day 3: a/p0 and
+    # a/p1 "-2" (day 2), a/p3 "-1" (day-2 304). a/p0 fresh; a/p1 stale; a/p3 stale at 00:30
+    # (before the policy's 01:00 fetch got "-3"), fresh at 05:00 (after it).
+    audit = lambda u, at, h: {**fetch(u, at, etag='"zz"', h=h), "lane": "audit"}  # noqa: E731
+    day3 += [audit(a[0], "2026-11-03T03:00", f"{a[0]}-2"), audit(a[1], "2026-11-03T03:00", f"{a[1]}-3"),
+             audit(a[3], "2026-11-03T00:30", f"{a[3]}-3"), audit(a[3], "2026-11-03T05:00", f"{a[3]}-3")]
     write(root, "fetch_logs", day3, dt=D3)
     ts = lambda x: pd.Timestamp(x, tz="UTC")  # noqa: E731
     write(root, "signals", [{"url": s, "signaled_at": ts("2026-11-02T06:00"), "source": "feed"},
@@ -117,11 +124,35 @@ def test_health_cap_factor_is_cut_then_recovers(three_days):
 
 def test_audit_freshness_in_run_record(three_days):
     rec = read_stage_record(three_days["cfg"], D3, "update_state")
-    # Day-3 full fetches with a baseline: a/p3 (changed), f/p0..p2 (changed), e/y x3 (same).
-    assert rec["audit_n"] == 7 and rec["audit_fresh"] == 3
-    assert rec["audit_freshness"] == pytest.approx(3 / 7)
-    assert rec["audit_freshness_lo"] < 3 / 7 < rec["audit_freshness_hi"]
+    # Only lane-audit rows are scored (the policy's own full fetches of a/p3, f/*, e/y are
+    # not), each against the stored hash as of its fetch time: 4 scored, 2 fresh.
+    assert rec["audit_n"] == 4 and rec["audit_fresh"] == 2
+    assert rec["audit_freshness"] == pytest.approx(2 / 4)
+    assert rec["audit_freshness_lo"] < 2 / 4 < rec["audit_freshness_hi"]
     assert rec["hosts_by_class"]["frozen_lm"] == 1
+    # No audit on days 1 and 2 (sample_rate 1.0 does not make policy fetches audits).
+    assert three_days["records"][D2]["audit_n"] == 0
+
+
+def test_audit_rows_are_measurement_only(three_days):
+    read = three_days["read"]
+    s2, s3 = read("state", D2).set_index("url"), read("state", D3).set_index("url")
+    cols = ["content_hash", "etag", "last_fetch_at", "last_status", "n_fetches",
+            "n_observations", "n_changes", "interval_s", "unch_t"]
+    # a/p0, a/p1: audited only on day 3; nothing the policy sees moved (their stats are
+    # only decayed by one day, which is ~1 at a 90-day half-life).
+    for u in ("https://a.example/p0", "https://a.example/p1"):
+        before, after = s2.loc[u, cols], s3.loc[u, cols]
+        for c in cols:
+            if c == "unch_t":
+                assert after[c] == pytest.approx(before[c], rel=1e-2)
+            else:
+                assert after[c] == before[c], (u, c)
+    # a/p3: the policy's 01:00 fetch counts; the 05:00 audit does not move last_fetch_at.
+    p3 = s3.loc["https://a.example/p3"]
+    assert p3.content_hash == "https://a.example/p3-3" and p3.etag == '"p33"'
+    assert _utc(p3.last_fetch_at) == pd.Timestamp("2026-11-03T01:00", tz="UTC")
+    assert p3.n_fetches == s2.loc["https://a.example/p3", "n_fetches"] + 1
 
 
 def test_rebuild_equals_incremental_on_generated_data(spark, tmp_path):

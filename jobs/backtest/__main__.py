@@ -116,7 +116,10 @@ def main(argv=None) -> int:
         notes.append(f"{row['policy']} (seed {row['seed']}): {row['status']} - {row['error']}")
     notes.append("Audit: 'shadow audit' is computed by the harness (jobs/backtest/audit.py) from "
                  "policy-independent full-fetch checks of the audit sample that do not update the "
-                 "copy; 'planner audit' is update_state's own figure when that stage reports one.")
+                 "copy; 'planner audit' is the production figure an operator watches: "
+                 "metrics/dt=D audit_freshness with its Wilson interval, update_state's score of "
+                 "that day's lane-audit (measurement-only) fetches (the last day, which has no "
+                 "metrics row, from update_state's run record).")
     frames = {k: pd.concat([d for d in v if not d.empty], ignore_index=True)
               if any(not d.empty for d in v) else pd.DataFrame() for k, v in collected.items()}
     sweep = pd.concat(sweep_rows, ignore_index=True) if sweep_rows else pd.DataFrame()
@@ -130,6 +133,12 @@ def main(argv=None) -> int:
     cols = ["policy", "seed", "status", "freshness_weighted", "freshness", "age_days_weighted",
             "politeness_gap_violations", "politeness_cap_violations", "budget_overrun", "seconds"]
     print(metrics[[c for c in cols if c in metrics]].to_string(index=False))
+    au = frames["audit"]
+    if not au.empty and "planner_covered" in au:
+        for pol, g in au[au["day"] >= 0].groupby("policy", sort=False):
+            pc = g["planner_covered"].dropna()
+            print(f"[backtest] audit coverage {pol}: production {int(pc.sum())}/{len(pc)} days, "
+                  f"shadow {int(g['covered'].sum())}/{len(g)} days")
     return 0
 
 

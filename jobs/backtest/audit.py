@@ -81,8 +81,12 @@ def shadow_audit(sim, day: int, sample: pd.DataFrame, fetch_log: pa.Table,
     sample, page, t = sample[alive].reset_index(drop=True), page[alive], t[alive]
     held = sample["content_hash"].to_numpy(object).copy()
 
-    log = fetch_log.select(["url", "fetched_at", "status", "content_hash"]).to_pandas()
-    log = log[(log["status"] == 200) & log["content_hash"].notna()
+    cols = ["url", "fetched_at", "status", "content_hash"]
+    log = fetch_log.select(cols + (["lane"] if "lane" in fetch_log.column_names else [])
+                           ).to_pandas()
+    # Lane-audit rows are measurement-only: they never replace the crawler's copy.
+    not_audit = (log["lane"] != "audit") if "lane" in log else True
+    log = log[(log["status"] == 200) & log["content_hash"].notna() & not_audit
               & log["url"].isin(set(sample["url"]))]
     if len(log):
         start_us = sim.params.start_epoch_s * 1_000_000
@@ -127,13 +131,15 @@ def combine(checks: pd.DataFrame, daily: pd.DataFrame, policy: str) -> pd.DataFr
         plain, wtd = estimate(g, False), estimate(g, True)
         row = _row(policy, int(day), plain, wtd, truth.loc[day, "freshness"],
                    truth.loc[day, "freshness_weighted"])
-        # The planner's own audit (update_state's run record), when that stage scores one.
+        # The production audit (metrics/dt=D: update_state's score of the day's lane-audit
+        # fetches, Wilson interval), when the planner scored one that day.
         est = truth.loc[day].get("planner_audit_freshness")
         if est is not None and pd.notna(est):
             lo = truth.loc[day, "planner_audit_freshness_lo"]
             hi = truth.loc[day, "planner_audit_freshness_hi"]
             row.update(planner_audit_n=truth.loc[day].get("planner_audit_n"),
                        planner_audit_freshness=est, planner_audit_lo=lo, planner_audit_hi=hi,
+                       planner_audit_source=truth.loc[day].get("planner_audit_source"),
                        planner_covered=bool(lo <= row["true_freshness"] <= hi))
         rows.append(row)
     return pd.DataFrame(rows)

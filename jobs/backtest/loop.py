@@ -16,7 +16,6 @@ jobs themselves never collect per-URL data to the driver.
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import json
 import shutil
 import time
@@ -263,6 +262,8 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
         t = time.monotonic()
         build_schedule.run(cfg, D, spark)
         secs["build_schedule"] += time.monotonic() - t
+        if rows:  # metrics/dt=D now holds update_state(D)'s audit of day D's fetches
+            rows[-1].update(production_audit(cfg, D))
         t = time.monotonic()
         dag_tasks.publish(D, str(cfg_path))
         verified = dag_tasks.verify(D, str(cfg_path))
@@ -297,6 +298,8 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
                      **_planner_figures(cfg, D, d_next, alloc_rec)})
         log(f"[backtest] {name} {D1}: {len(sched)} rows, freshness {rows[-1]['freshness']:.3f} "
             f"(w {rows[-1]['freshness_weighted']:.3f}), {time.monotonic() - t_day:.1f}s")
+    if rows:  # the last day has no metrics/dt= (no next run): the same figures, from the record
+        rows[-1].update(production_audit(cfg, rows[-1]["date"]))
     run.seconds = time.monotonic() - t_start
     run.stage_seconds = {k: round(v, 1) for k, v in secs.items()}
     run.daily = pd.DataFrame(rows)
@@ -313,14 +316,35 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
 
 
 def _planner_figures(cfg: Config, run_date: str, day: int, alloc_rec: dict) -> dict:
-    """The planner's own view of the run for ``run_date`` and the update for the next day."""
-    out = {"expected_freshness": alloc_rec.get("expected_freshness"),
-           "due_total": alloc_rec.get("due_total"), "host_carried": alloc_rec.get("host_carried")}
-    nxt = (dt.date.fromisoformat(run_date) + dt.timedelta(days=1)).isoformat()
-    upd = read_stage_record(cfg, nxt, "update_state")
-    for key in ("audit_freshness", "audit_freshness_lo", "audit_freshness_hi", "audit_n"):
-        if key in upd:
-            out[f"planner_{key}"] = upd[key]
+    """The planner's own view of the run for ``run_date``."""
+    return {"expected_freshness": alloc_rec.get("expected_freshness"),
+            "due_total": alloc_rec.get("due_total"), "host_carried": alloc_rec.get("host_carried")}
+
+
+AUDIT_KEYS = ("audit_freshness", "audit_freshness_lo", "audit_freshness_hi", "audit_n")
+
+
+def production_audit(cfg: Config, date: str) -> dict:
+    """The production freshness audit of ``date``'s fetches, as an operator reads it.
+
+    ``metrics/dt=<date>`` (written by that date's build_schedule, copying update_state's
+    audit figures) when it exists; otherwise (the last simulated day, which no later run
+    follows) the same figures from update_state's run record for ``date``.
+    ``planner_audit_source`` says which.
+    """
+    import glob
+    import os
+
+    part = cfg.paths.table("metrics", date)
+    files = sorted(glob.glob(os.path.join(part, "*.parquet")))
+    if files:
+        m = pd.read_parquet(files[0]).iloc[0]
+        vals, source = {k: m.get(k) for k in AUDIT_KEYS}, "metrics"
+    else:
+        upd = read_stage_record(cfg, date, "update_state")
+        vals, source = {k: upd.get(k) for k in AUDIT_KEYS}, "update_state record"
+    out = {f"planner_{k}": (None if v is None or pd.isna(v) else float(v)) for k, v in vals.items()}
+    out["planner_audit_source"] = source
     return out
 
 

@@ -156,7 +156,7 @@ def _fig_audit(audit: pd.DataFrame, path: Path) -> None:
             ax.errorbar(x + 0.05, g["planner_audit_freshness"],
                         yerr=[g["planner_audit_freshness"] - g["planner_audit_lo"],
                               g["planner_audit_hi"] - g["planner_audit_freshness"]],
-                        fmt="s", ms=3, label="planner audit (update_state)")
+                        fmt="s", ms=3, label="production audit (metrics, Wilson CI)")
         ax.plot(x, g["true_freshness"], "k_", ms=12, label="true freshness")
         ax.set_title(pol, fontsize=10)
         ax.set_xlabel("simulation day")

@@ -231,7 +231,12 @@ def plan_host(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         elapsed = (due - np.nan_to_num(a["last_success_s"].to_numpy(), nan=-np.inf)) / 86400.0
         a["p_changed"] = np.where(np.isinf(elapsed), 1.0,
                                   -np.expm1(-a["lambda_hat"].to_numpy() * np.maximum(elapsed, 0)))
-        a["priority"] = a["importance"] * a["p_changed"]
+        # A policy-independent priority: a uniform hash of (URL, day) in (0, 1]. The budget
+        # cut and the host cap rank an over-full audit lane by it, so the audits kept are a
+        # random subset of the due sample; importance x P(changed) would keep the pages most
+        # likely stale and bias the audit's freshness estimate down.
+        a["priority"] = 1.0 - lanes.audit_day_unit(a["url"].to_numpy(dtype=object),
+                                                   ctx.day_index)
         visits = pd.concat([visits, a], ignore_index=True)
     kept, carried = plan.apply_host_cap(visits, cap)
 

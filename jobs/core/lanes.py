@@ -151,6 +151,18 @@ def audit_due(urls, sample_rate: float, cadence_days: int, day_index: int):
     return due, offset
 
 
+def audit_day_unit(urls, day_index: int) -> np.ndarray:
+    """A uniform number in [0, 1) per (URL, day), independent of the audit slot hash."""
+    import hashlib
+
+    def one(u: str) -> float:
+        digest = hashlib.blake2b(f"{day_index}|{u}".encode("utf-8"), digest_size=8,
+                                 person=b"recrawl-auditday").digest()
+        return int.from_bytes(digest, "big") / 2.0**64
+
+    return np.fromiter((one(str(u)) for u in urls), dtype=float, count=len(urls))
+
+
 def refresh_marginal(grid, demand, budget: float) -> float:
     """μ at which the summed refresh demand curve equals ``budget`` (log-log interpolation;
     0 if the whole curve fits, the top of the grid if none of it does)."""

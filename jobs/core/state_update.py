@@ -16,6 +16,14 @@ priors of the day, see :func:`estimate_with_priors`).
 
 Every row also carries the day's per-URL evidence (``EVIDENCE_COLUMNS``) that Spark sums
 per host for the hosts table; those columns are not part of the state contract.
+
+Freshness audit (issue 5 §4): fetch-log rows with ``lane == 'audit'`` are measurement-only.
+Each one (status 200 with a content hash, for a URL with a stored hash) is scored fresh iff
+its hash equals the stored hash *as of its fetch time* (rows are taken in ``fetched_at``
+order, so a policy fetch earlier the same day has already replaced the stored hash); it
+changes nothing else: not the stored hash or validators, last fetch, interval, estimator
+statistics or validator evidence. Rows of any other lane are never scored as audits (the
+policy times its own fetches when a change is likely, which would bias the estimate).
 """
 from __future__ import annotations
 
@@ -25,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import adaptive, estimators_stats as es, observations as ob
-from jobs.core.audit_sample import in_audit_sample
 from jobs.core.estimators import estimate_rate
 from jobs.core.times import epoch_seconds as _to_seconds
 from jobs.core.times import from_epoch_seconds as _from_seconds
@@ -50,7 +57,7 @@ class UpdateParams:
     initial_s: float = DAY_S
     gone_after: int = 2
     half_life_days: float = 90.0
-    audit_sample_rate: float = 0.0
+    audit_sample_rate: float = 0.0  # unused here: audits are recognised by lane 'audit'
     level: float = 0.9
 
 
@@ -105,7 +112,11 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         Signals of URLs absent from state and logs are ignored (discovery is the
         frontier's job).
     """
-    state = _add_new_urls(state, logs)
+    audit_row = (logs["lane"].to_numpy(dtype=object) == "audit") if "lane" in logs \
+        else np.zeros(len(logs), bool)
+    # An audit fetch never creates state: audit rows of URLs unknown to state are dropped.
+    state = _add_new_urls(state, logs[~audit_row])
+    logs = logs[~audit_row | logs["url"].isin(state["url"]).to_numpy()]
     n = len(state)
     pos = pd.Series(np.arange(n), index=state["url"].to_numpy())
     stats = _stats(state, run_date, params.half_life_days)
@@ -145,12 +156,24 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     l_lm_s = ob.parse_http_date_s(l_lm)
     l_hash = logs["content_hash"].to_numpy(dtype=object)
     l_trust_etag, l_trust_lm = _col(logs, "trust_etag", False), _col(logs, "trust_lm", False)
-    audited = in_audit_sample(state["url"].to_numpy(), params.audit_sample_rate) \
-        if params.audit_sample_rate > 0 else np.zeros(n, bool)
+    is_audit = (logs["lane"].to_numpy(dtype=object) == "audit") if "lane" in logs \
+        else np.zeros(len(logs), bool)  # (recomputed after the sort)
     obs_rows, obs_t, obs_chg, obs_lm = [], [], [], []
 
     for k in range(int(rank.max()) + 1 if len(rank) else 0):
         sel = rank == k
+        # Audit rows first: scored against the stored hash as it stands at their fetch
+        # time (this k-th fetch of the URL), then left out of every other update.
+        aud = sel & is_audit
+        if aud.any():
+            ia, ha = idx[aud], l_hash[aud]
+            scored = (status[aud] == 200) & ~pd.isna(ha) & ~pd.isna(chash[ia])
+            same = np.array([a == b for a, b in zip(ha, chash[ia])], dtype=bool)
+            ev["ev_audit_n"][ia] += scored
+            ev["ev_audit_fresh"][ia] += scored & same
+        sel = sel & ~is_audit
+        if not sel.any():
+            continue
         i, t, st = idx[sel], t_fetch[sel], status[sel]
         n_fetches[i] += 1
         ev["ev_fetches"][i] += 1
@@ -182,8 +205,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         obs_t.append(interval_days[observed])
         obs_chg.append(changed[observed])
         obs_lm.append(lm_info[observed])
-        _count_evidence(ev, i, c, changed, l_etag[sel], etag[i], l_lm[sel], lastmod[i],
-                        audited[i])
+        _count_evidence(ev, i, c, changed, l_etag[sel], etag[i], l_lm[sel], lastmod[i])
 
         n_obs[i] += observed
         n_chg[i] += changed
@@ -259,7 +281,7 @@ def _arm_claims(signals, pos, claim, claim_trusted, last_known, ev):
     return claim, claim_trusted
 
 
-def _count_evidence(ev, i, c, changed, new_etag, old_etag, new_lm, old_lm, audited):
+def _count_evidence(ev, i, c, changed, new_etag, old_etag, new_lm, old_lm):
     ok, not_mod, full_obs = c["ok"], c["not_mod"], c["full_obs"]
     ev["ev_200"][i] += ok
     ev["ev_304"][i] += not_mod
@@ -273,10 +295,6 @@ def _count_evidence(ev, i, c, changed, new_etag, old_etag, new_lm, old_lm, audit
         ev[f"ev_{name}_agree_same"][i] += agree_same
         ev[f"ev_{name}_frozen"][i] += frozen
         ev[f"ev_{name}_volatile"][i] += volatile
-    # Freshness audit: a full fetch of a sample URL tells whether our copy was current.
-    scored = audited & full_obs
-    ev["ev_audit_n"][i] += scored
-    ev["ev_audit_fresh"][i] += scored & ~changed
 
 
 def estimate_with_priors(state: pd.DataFrame, prior_shape=None, prior_rate=None, *,

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.sim import truth
 from jobs.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, SIGNALS_SCHEMA, partition_dir,
@@ -63,7 +64,9 @@ class Simulation:
         """Execute ``schedule`` (planner ``schedules`` rows) on ``day`` (int, date or ISO string).
 
         Rows are issued at ``max(not_before, day start)``; rows at or after the
-        day's end are not issued (counted in ``not_issued``).
+        day's end are not issued (counted in ``not_issued``). Rows of lane ``audit`` are
+        issued as full GETs and logged with lane ``audit``, but are measurement-only: they do
+        not update the crawler's copy (production semantics of the freshness audit).
         """
         d = self.params.day_index(day)
         req, dropped = requests_from_schedule(self.web, schedule, d, self.next_day)
@@ -101,7 +104,11 @@ class Simulation:
             resp = {"status": np.empty(0, np.int32), "outcome": np.empty(0, np.int8),
                     "version": np.empty(0, np.int64), "bytes": np.empty(0, np.int64),
                     "gap_violation": np.empty(0, bool), "cap_violation": np.empty(0, bool)}
-        on_page = req.page >= 0
+        # Lane ``audit`` rows are measurement-only (the contract): answered by the server and
+        # logged, but they neither replace the crawler's copy nor count as its visits.
+        audit = (np.asarray(pc.fill_null(pc.equal(req.lane, "audit"), False), dtype=bool)
+                 if len(req) else np.zeros(0, bool))
+        on_page = (req.page >= 0) & ~audit
         sums = truth.account_day(self.web, self.copies, day, req.page[on_page], req.t[on_page],
                                  resp["outcome"][on_page], resp["version"][on_page])
         status = resp["status"]
