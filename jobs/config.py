@@ -194,6 +194,11 @@ class LanesConfig:
     fast_patterns: str = _doc("Comma-separated regular expressions; a known URL matching any joins "
                               "the fast lane (front pages, feeds). Empty: none.",
                               default=r"^https?://[^/]+/?$,/(feed|rss|atom)(\.xml)?/?$")
+    fast_as_floor: bool = _doc("Budget-aware policies (optimal, uniform, proportional): the fast "
+                               "lane's rate is a floor, not a ceiling -- fast pages are also priced "
+                               "by the policy (with the fast and refresh budgets together) and get "
+                               "max(fast rate, policy rate). false: the fast lane's common rate is "
+                               "all they get. adaptive always uses the common rate.", default=True)
     discovery_value_days: float = _doc("Split 'auto': freshness-days one discovery fetch of a URL "
                                        "with importance w is worth (value w x this), compared with "
                                        "refresh's multiplier mu.", default=1.0)

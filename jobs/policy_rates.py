@@ -36,6 +36,7 @@ def base_context(cfg: Config, window_start: float, window_end: float) -> host_pl
     iv, ln = cfg.intervals, cfg.lanes
     f_min, f_max = DAY_S / iv.cap_s, DAY_S / iv.floor_s
     params = {"objective": cfg.policy.objective} if cfg.policy.name == "optimal" else {}
+    policy = get_policy(cfg.policy.name, f_min=f_min, f_max=f_max, **params)
     return host_plan.PlanContext(
         window_start=window_start, window_end=window_end, f_min=f_min, f_max=f_max,
         initial_s=iv.initial_s, gone_rate=1.0 / cfg.policy.gone_recheck_days,
@@ -43,8 +44,8 @@ def base_context(cfg: Config, window_start: float, window_end: float) -> host_pl
         fast_min_lambda=ln.fast_min_lambda, fast_min_importance=ln.fast_min_importance,
         fast_patterns=ln.fast_patterns, fast_rate=f_max,
         fast_enabled=cfg.budget.fast_share * cfg.budget.daily_fetches >= 1, audit_rate=cfg.audit.sample_rate,
-        audit_cadence_days=ln.audit_cadence_days,
-        policy=get_policy(cfg.policy.name, f_min=f_min, f_max=f_max, **params))
+        audit_cadence_days=ln.audit_cadence_days, policy=policy,
+        fast_floor=bool(ln.fast_as_floor and policy.budget_aware))
 
 
 def _bucketed(cfg: Config, pages):
@@ -124,10 +125,15 @@ def solve_levels(spark, cfg: Config, pages, window_start: float, window_end: flo
             "refresh_value": None, "discovery_value": None, "policy_level": None,
             "floors_affordable": True, "grid_covered": None, "spark_passes": 2}
     refresh_budget = max(0.0, shared - disc_budget - float(gone_h.sum()))
+    # fast_floor: the policy prices fast pages too, with their lane rate as a floor, so the
+    # solve spends the fast and refresh budgets together (the floors fit: Σ fast_h <= B_f).
+    joint = float(fast_h.sum()) if ctx.fast_floor else 0.0
 
     if policy.budget_aware:
         refresh_cap = np.maximum(0.0, caps - fast_h - audit_h - gone_h)
-        floor_need = float(np.minimum(refresh_cap, hosts["n_refresh"].to_numpy() * ctx.f_min).sum())
+        floor_need = joint + float(np.minimum(
+            refresh_cap, hosts["n_refresh"].to_numpy() * ctx.f_min).sum())
+        refresh_budget += joint
         if floor_need > refresh_budget:  # the budget cannot pay every page's cap interval
             policy, floor_need = policy.without_floor(), None
             info["floors_affordable"] = False
@@ -140,8 +146,8 @@ def solve_levels(spark, cfg: Config, pages, window_start: float, window_end: flo
         demand = _demand(cfg, pages, ctx, grid)
         info["spark_passes"] = 3
         if cfg.budget.split == "auto" and n_disc > 0:
-            split = lanes.auto_split(grid, demand, shared - float(gone_h.sum()), bins, counts,
-                                     cfg.lanes.discovery_value_days)
+            split = lanes.auto_split(grid, demand, shared - float(gone_h.sum()) + joint, bins,
+                                     counts, cfg.lanes.discovery_value_days)
             disc_budget = int(split["discovery_budget"])
             refresh_budget = split["refresh_budget"]
             info["discovery_value"] = split["discovery_value"]
@@ -161,8 +167,13 @@ def solve_levels(spark, cfg: Config, pages, window_start: float, window_end: flo
             info["refresh_value"] = lanes.refresh_marginal(grid, demand, refresh_budget)
     else:
         ctx = replace(ctx, level=1.0)
-    info.update(discovery_budget=disc_budget, refresh_budget=float(refresh_budget))
-    info["lane_budgets"] = {"fast": fast_budget, "audit": audit_budget,
+    info.update(discovery_budget=disc_budget, refresh_budget=float(refresh_budget - joint))
+    # With fast_floor the fast pages' rates come out of the joint solve, so the day's cut
+    # lets the fast lane draw on the joint pool (fast budget + refresh budget); its rows
+    # still go first and whatever it does not use flows to refresh as before.
+    cut_fast = fast_budget + (math.floor(refresh_budget - joint) if ctx.fast_floor else 0)
+    info["fast_floor"] = bool(ctx.fast_floor)
+    info["lane_budgets"] = {"fast": cut_fast, "audit": audit_budget,
                             "discovery": disc_budget,
                             "refresh": int(total) - fast_budget - audit_budget - disc_budget}
     return ctx, info

@@ -155,3 +155,34 @@ def test_audit_sample_is_fetched_in_full_whatever_the_policy():
     v = _visits(plan_host(pages, ctx))
     assert len(v) == 10 and (v.lane == "audit").all() and (v.method == "full").all()
     assert v.due_s.between(W0, W1).all() and v.due_s.nunique() == 10  # hash-spread times
+
+
+def test_overdue_pages_resume_their_rhythm_instead_of_piling_up():
+    pages = pd.DataFrame({
+        "url": ["slow", "quick", "never"], "rate": [0.5, 2.5, 0.5],
+        "last_fetch_s": [W0 - 3 * 86400, W0 - 1.1 * 86400, np.nan],
+        "last_success_s": [W0 - 3 * 86400, W0 - 1.1 * 86400, np.nan],
+        "lambda_hat": [0.1, 1.0, 0.1], "importance": [1.0, 1.0, 1.0],
+        "lane": ["refresh", "refresh", "refresh"]})
+    v = plan.due_visits(pages, W0, W1)
+    # slow: grid W0-3d + 2d k -> next point W0+1d, tomorrow (catch-up would fetch it now).
+    assert "slow" not in set(v.url)
+    quick = v[v.url == "quick"].due_s.to_numpy()
+    assert np.allclose(quick[0], W0 - 1.1 * 86400 + 3 * 0.4 * 86400)  # next grid point
+    assert len(quick) == 3 and np.allclose(np.diff(quick), 0.4 * 86400)
+    assert v[v.url == "never"].due_s.tolist() == [W0]  # no copy yet: due now
+    old = plan.due_visits(pages, W0, W1, resume_rhythm=False)
+    assert (old[old.url != "never"].groupby("url").due_s.min() == W0).all()
+
+
+def test_resumed_rhythm_matches_the_planned_rates_on_average():
+    rng = np.random.default_rng(0)
+    n = 4000
+    rate = np.exp(rng.uniform(np.log(0.05), np.log(6.0), n))
+    last = W0 - rng.uniform(0, 20, n) * 86400.0  # many overdue by up to 20 days
+    pages = pd.DataFrame({"url": [f"u{i}" for i in range(n)], "rate": rate,
+                          "last_fetch_s": last, "last_success_s": last,
+                          "lambda_hat": 1.0, "importance": 1.0, "lane": "refresh"})
+    due = len(plan.due_visits(pages, W0, W1))
+    assert abs(due - rate.sum()) < 0.05 * rate.sum()
+    assert len(plan.due_visits(pages, W0, W1, resume_rhythm=False)) > 1.3 * rate.sum()

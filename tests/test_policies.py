@@ -124,3 +124,17 @@ def test_unaffordable_floors_drop_floor():
     out = policy_rates(get_policy("uniform"), pages, "host", None, budget=1.0)  # floors need 2.2
     assert not out.feasible and out.budget_used <= 1.0
     np.testing.assert_allclose(out.rates, 1.0 / 200, rtol=1e-9)
+
+
+def test_rate_floor_column_is_a_lower_bound_inside_the_cap():
+    pages = pd.DataFrame({"lambda_hat": [30.0, 0.5, 0.2], "importance": [1.0, 1.0, 1.0],
+                          "interval_s": 86400.0, "rate_floor": [2.0, 0.0, 0.0]})
+    pol = get_policy("optimal", f_min=1 / 90, f_max=24)
+    grid = multiplier_grid(1e-3, 10.0, 64)
+    plain = pol.host_rates(pages.drop(columns="rate_floor"), 100.0, 0.5)
+    floored = pol.host_rates(pages, 100.0, 0.5)
+    assert plain[0] < 2.0 and floored[0] == pytest.approx(2.0)  # the optimum starves it
+    assert np.allclose(floored[1:], plain[1:])
+    demand = pol.host_demand(pages, 3.0, grid)
+    assert np.all(np.diff(demand) <= 1e-12) and demand.max() <= 3.0 + 1e-9
+    assert demand.min() >= 2.0 - 1e-9  # the floor is always paid

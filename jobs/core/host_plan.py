@@ -13,6 +13,10 @@ Input is every page of one host: known pages from state and frontier pages (lane
 
 The host's cap is shared: fast, audit and discovery visits are reserved first
 (:func:`reservations`), refresh is optimised under what is left (Kolobov et al., SIGIR 2019).
+With ``PlanContext.fast_floor`` (budget-aware policies, ``lanes.fast_as_floor``) the fast
+lane's rate is a guaranteed *floor*, not a ceiling: fast pages are priced by the policy
+together with refresh (:func:`priced_pages`), each gets max(fast rate, policy rate), and the
+fast reservation stays inside the jointly solved part of the cap.
 """
 from __future__ import annotations
 
@@ -60,6 +64,7 @@ class PlanContext:
     policy: Any = None                        # a jobs.core.policies.RatePolicy
     level: Any = None                         # float or MultiplierSolution (pass 3)
     max_visits_per_url: int = 24
+    fast_floor: bool = False                  # fast rate = floor of a joint policy solve
 
     @property
     def day_index(self) -> int:
@@ -129,13 +134,34 @@ def _refresh_pages(work):
     return work[(work["lane"] == "refresh").to_numpy() & ~work["gone"].to_numpy()]
 
 
+def _priced_mask(work, ctx: PlanContext) -> np.ndarray:
+    lane = work["lane"].to_numpy()
+    priced = (lane == "refresh") & ~work["gone"].to_numpy()
+    if ctx.fast_floor:
+        priced |= lane == "fast"
+    return priced
+
+
+def priced_pages(work, res: dict, ctx: PlanContext):
+    """Pages the policy prices and the cap they share: refresh pages under ``refresh_cap``;
+    with ``ctx.fast_floor`` also the fast pages, each with ``rate_floor`` = its fast-lane
+    rate, under ``refresh_cap`` + the fast reservation."""
+    mask = _priced_mask(work, ctx)
+    pages = work[mask]
+    if not ctx.fast_floor:
+        return mask, pages, res["refresh_cap"]
+    floor = np.where(pages["lane"].to_numpy() == "fast", res["fast_per_page"], 0.0)
+    return mask, pages.assign(rate_floor=floor), res["refresh_cap"] + res["fast"]
+
+
 def host_summary(pages: pd.DataFrame, ctx: PlanContext, f_low: float, f_high: float):
     """Pass 1: one summary row (``bin`` null) and one row per frontier importance bin."""
     work = prepare(pages, ctx)
     ref = _refresh_pages(work)
+    priced = work[_priced_mask(work, ctx)]
     lo, hi = np.inf, 0.0
-    if ctx.policy is not None and ctx.policy.budget_aware and len(ref):
-        lo, hi = ctx.policy.level_bounds(ref, f_low, f_high)
+    if ctx.policy is not None and ctx.policy.budget_aware and len(priced):
+        lo, hi = ctx.policy.level_bounds(priced, f_low, f_high)
     host = pages["host"].iloc[0]
     rows = [{"host": host, "cap": host_capacity(pages), "n_fast": int((work.lane == "fast").sum()),
              "n_refresh": len(ref), "n_gone": int(work["gone"].sum()),
@@ -152,11 +178,11 @@ def host_summary(pages: pd.DataFrame, ctx: PlanContext, f_low: float, f_high: fl
 def refresh_demand(pages: pd.DataFrame, ctx: PlanContext, grid) -> np.ndarray:
     """Pass 2: the host's refresh demand at each grid level, under its remaining cap."""
     work = prepare(pages, ctx)
-    ref = _refresh_pages(work)
-    if not len(ref):
+    res = reservations(work, host_capacity(pages), ctx)
+    _, priced, cap = priced_pages(work, res, ctx)
+    if not len(priced):
         return np.zeros(len(grid))
-    cap = reservations(work, host_capacity(pages), ctx)["refresh_cap"]
-    return ctx.policy.host_demand(ref, cap, np.asarray(grid))
+    return ctx.policy.host_demand(priced, cap, np.asarray(grid))
 
 
 def lane_rates(work: pd.DataFrame, cap: int, ctx: PlanContext) -> tuple[np.ndarray, dict]:
@@ -171,13 +197,14 @@ def lane_rates(work: pd.DataFrame, cap: int, ctx: PlanContext) -> tuple[np.ndarr
     if gone.any():
         rate[gone] = res["gone"] / gone.sum()
     is_ref = (lane == "refresh") & ~gone
-    if is_ref.any():
-        ref = work[is_ref]
-        if ctx.policy is None:  # no policy: the backoff interval as is
-            rate[is_ref] = np.clip(86400.0 / ref["interval_s"].to_numpy(), ctx.f_min, ctx.f_max)
-        else:
+    if is_ref.any() and ctx.policy is None:  # no policy: the backoff interval as is
+        rate[is_ref] = np.clip(86400.0 / work.loc[is_ref, "interval_s"].to_numpy(),
+                               ctx.f_min, ctx.f_max)
+    elif ctx.policy is not None:
+        mask, priced, priced_cap = priced_pages(work, res, ctx)
+        if mask.any():
             level = 1.0 if ctx.level is None else ctx.level
-            rate[is_ref] = ctx.policy.host_rates(ref, res["refresh_cap"], level)
+            rate[mask] = ctx.policy.host_rates(priced, priced_cap, level)
     return rate, res
 
 

@@ -7,6 +7,12 @@ Steps, per host:
 1. ``due_visits``: each URL's next visit is due at its last fetch + 1/f; visits due in
    the window are listed (several for f > 1/day), spaced 1/f apart so a URL's visits stay
    evenly spaced (even spacing beats random visits at the same rate, ~24% in freshness).
+   An *overdue* URL (last fetch + 1/f before the window) resumes its rhythm at the next
+   point of its grid last fetch + k/f, k >= 1, instead of all missed visits piling up at
+   the window start: then the visits due per day equal the planned rates in expectation
+   (Σ f = the budget for a budget-aware policy), so the day's priority cut trims
+   fluctuations instead of replacing the policy's allocation by its own ranking.
+   Never-fetched URLs and push signals are due at the window start.
 2. ``apply_host_cap``: at most ``cap`` visits per host per day (politeness); fast lane,
    audit visits and trusted push signals first, then by priority = importance x
    P(changed since the last fetch). A mass interval shrink on one host therefore only
@@ -38,7 +44,7 @@ def host_cap(crawl_delay_s, max_fetches_per_day=None) -> np.ndarray:
 
 
 def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
-               max_visits_per_url: int = 24) -> pd.DataFrame:
+               max_visits_per_url: int = 24, resume_rhythm: bool = True) -> pd.DataFrame:
     """Expand pages into the visits due inside ``[window_start, window_end)``.
 
     Parameters
@@ -48,6 +54,9 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
         if never fetched), ``last_success_s``, ``lambda_hat``, ``importance``, ``lane``.
     window_start, window_end : float
         Epoch seconds.
+    resume_rhythm : bool
+        Overdue URLs wait for the next point of their grid (default) rather than all
+        being due at the window start.
 
     Returns
     -------
@@ -59,7 +68,12 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
         raise ValueError("every page needs a positive visit rate")
     period = DAY_S / rate
     last = pages["last_fetch_s"].to_numpy(dtype=float)
-    first_due = np.where(np.isnan(last), window_start, last + period)
+    if resume_rhythm:
+        # Next grid point last + k * period (k >= 1) at or after the window start.
+        k_next = np.maximum(1.0, np.ceil((window_start - last) / period - 1e-9))
+        first_due = np.where(np.isnan(last), window_start, last + k_next * period)
+    else:  # catch up: every overdue URL is due at the window start
+        first_due = np.where(np.isnan(last), window_start, last + period)
     first_due = np.maximum(first_due, window_start)
     n = np.where(first_due < window_end,
                  np.ceil((window_end - first_due) / period).astype(np.int64), 0)

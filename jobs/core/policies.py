@@ -15,7 +15,9 @@ adaptive        interval stretch factor (fixed 1)     clip(86400/interval_s / L)
 ==============  ====================================  ==============================
 
 ``clip`` is to [f_min, f_max]. Pages of one host come as a DataFrame with
-columns ``lambda_hat`` (changes/day), ``importance`` and ``interval_s``.
+columns ``lambda_hat`` (changes/day), ``importance`` and ``interval_s``, and optionally
+``rate_floor`` (visits/day a page is guaranteed whatever the level, e.g. the fast lane's
+rate; the rate is then max(rate_floor, policy rate), still non-increasing in the level).
 Spark driver protocol for a budget-aware policy (3 passes over the pages)::
 
     grid = multiplier_grid(lo, hi)                        # lo/hi: policy.level_bounds
@@ -74,13 +76,24 @@ class RatePolicy:
         """Same policy with f_min = 0 (used when the budget cannot pay the floors)."""
         return replace(self, f_min=0.0)
 
+    def floored_rate_fn(self, pages):
+        """``rate_fn`` with the optional per-page ``rate_floor`` column applied as a lower
+        bound (exact for concave objectives: the box constraint is just tighter)."""
+        fn = self.rate_fn(pages)
+        if "rate_floor" not in pages.columns:
+            return fn
+        floor = np.nan_to_num(pages["rate_floor"].to_numpy(dtype=float))
+        if not np.any(floor > 0):
+            return fn
+        return lambda level: np.maximum(fn(level), floor)
+
     def host_floor(self, pages, cap):
         """Visits/day the host's floors need: min(C_h, n_h f_min)."""
         return float(min(float(cap), len(pages) * self.f_min))
 
     def host_demand(self, pages, cap, grid):
         """Host's capped total rate at each level of ``grid`` (non-increasing)."""
-        return capped_demand_curve(self.rate_fn(pages), len(pages), cap, grid)
+        return capped_demand_curve(self.floored_rate_fn(pages), len(pages), cap, grid)
 
     def solve_level(self, grid, total_demand, budget, floor_demand=None):
         """Global level from summed host demand curves (budget never exceeded)."""
@@ -93,7 +106,7 @@ class RatePolicy:
         :meth:`solve_level` (its bracket ends are blended to spend the budget).
         """
         n = len(pages)
-        rate_fn = self.rate_fn(pages)
+        rate_fn = self.floored_rate_fn(pages)
         hosts = host_cap_levels(rate_fn, np.zeros(n, dtype=int), np.array([n]),
                                 np.array([float(cap)]))
         return blended_rates(lambda lv: rates_at_level(rate_fn, hosts, lv)[0], level)
