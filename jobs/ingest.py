@@ -22,7 +22,7 @@ def checked_files(contract: schemas.Contract, uri: str, required: bool) -> list[
     files = storage.list_parquet_files(uri)
     if not files and required:
         raise schemas.SchemaError(contract.name, uri, None, "no Parquet files found")
-    schemas.check_files(contract, files, None if "://" in uri else None)
+    schemas.check_files(contract, files)
     return files
 
 

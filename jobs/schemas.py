@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 1
 
@@ -95,11 +94,16 @@ def check_schema(contract: Contract, schema: pa.Schema, file: str) -> None:
                               f"expected {col.kind}, found {actual}")
 
 
-def check_files(contract: Contract, files: list[str], filesystem=None) -> None:
-    """Check every Parquet file's footer against ``contract`` (footers only, no data)."""
+def check_files(contract: Contract, files: list[str]) -> None:
+    """Check every Parquet file's footer against ``contract`` (footers only, no data).
+
+    Paths may be local or object-store URIs (s3a:// included), as jobs.storage lists them.
+    """
+    from jobs.storage import parquet_metadata
+
     for path in files:
         try:
-            schema = pq.read_schema(path, filesystem=filesystem)
+            schema = parquet_metadata(path).schema.to_arrow_schema()
         except Exception as exc:  # noqa: BLE001 - any failure to read a footer is "unreadable"
             raise SchemaError(contract.name, path, None, f"unreadable Parquet file ({exc})") from exc
         check_schema(contract, schema, path)

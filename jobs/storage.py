@@ -71,3 +71,12 @@ def delete_dir(uri: str) -> None:
     fs, path = _resolve(uri)
     if fs.get_file_info(path).type != pafs.FileType.NotFound:
         fs.delete_dir(path)
+
+
+def parquet_metadata(uri: str):
+    """A Parquet file's footer (schema, row count) without reading its data."""
+    import pyarrow.parquet as pq
+
+    fs, path = _resolve(uri)
+    with fs.open_input_file(path) as fh:
+        return pq.ParquetFile(fh).metadata

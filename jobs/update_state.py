@@ -176,8 +176,9 @@ def run(cfg: Config, run_date: str, spark=None, from_empty: bool = False) -> dic
     folded.unpersist()
     audit = _audit_figures(cfg, int(figures["audit_n"] or 0), int(figures["audit_fresh"] or 0))
     record = {
-        "log_rows": int(spark.read.parquet(*ingest.storage.list_parquet_files(
-            cfg.paths.table("fetch_logs", run_date))).count()),
+        # From the footers: no second pass over the day's logs.
+        "log_rows": sum(storage.parquet_metadata(f).num_rows for f in storage.list_parquet_files(
+            cfg.paths.table("fetch_logs", run_date))),
         "quarantined_fetch_logs": ingest.write_quarantine(cfg, run_date, "fetch_logs", bad_logs),
         "quarantined_importance": ingest.write_quarantine(cfg, run_date, "importance", bad_imp),
         "quarantined_signals": ingest.write_quarantine(cfg, run_date, "signals", bad_sig),
