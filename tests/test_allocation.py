@@ -300,3 +300,23 @@ def test_solve_multiplier_diagnostics():
     assert not solve_multiplier(grid, np.array([30.0, 20.0, 5.0]), 4.0).covered
     with pytest.raises(ValueError, match="non-increasing"):
         solve_multiplier(grid, np.array([1.0, 2.0, 0.5]), 1.0)
+
+
+@pytest.mark.parametrize("objective", ["freshness", "age"])
+def test_stationary_ratio_solves_its_equation_to_round_off(objective):
+    """The table-seeded Newton root satisfies h(r) = -log(1-c) (freshness) or q(r) = Y (age)
+    to 1e-12 relative across the whole range of targets, tiny ones below the table included."""
+    from jobs.core.allocation_kkt import _h, _q, stationary_ratio
+    rng = np.random.default_rng(7)
+    if objective == "freshness":
+        target = np.concatenate([np.exp(rng.uniform(-60, 0, 20000)),
+                                 -np.expm1(-np.exp(rng.uniform(-3, np.log(36), 5000)))])
+        target = target[(target > 0) & (target < 1)]
+        y, phi = -np.log1p(-target), _h
+    else:
+        target = np.exp(rng.uniform(-60, np.log(1e3), 20000))
+        y, phi = target, _q
+    r, iterations, converged = stationary_ratio(target, objective)
+    assert converged and iterations == 1
+    np.testing.assert_allclose(phi(r), y, rtol=1e-12)
+    assert np.all(np.diff(r[np.argsort(target)]) >= 0)  # monotone in the target

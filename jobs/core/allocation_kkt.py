@@ -99,12 +99,16 @@ def _q(r):
 
 def _h(r):
     """h(r) = r - log(1 + r) = -log(1 - g(r)), accurate for small r."""
-    series = np.polynomial.polynomial.polyval(np.minimum(r, _SERIES_CUT), _H_COEFFS)
-    return np.where(r < _SERIES_CUT, series, r - np.log1p(r))
+    r = np.asarray(r, dtype=float)
+    out = r - np.log1p(r)
+    small = r < _SERIES_CUT
+    if small.any():  # only the few small ratios pay for the series
+        out[small] = np.polynomial.polynomial.polyval(r[small], _H_COEFFS)
+    return out
 
 
 def _newton_from_right(phi, dphi, y, r_hi, r_lo):
-    """Solve phi(r) = y for convex increasing phi, vectorised.
+    """Solve phi(r) = y for convex increasing phi, vectorised (used to build the tables).
 
     Newton's method started at an upper bound ``r_hi`` of the root decreases
     monotonically to the root of a convex increasing function; ``r_lo`` (a
@@ -128,19 +132,85 @@ def _newton_from_right(phi, dphi, y, r_hi, r_lo):
     return r, it, False
 
 
+def _dh(r):
+    return r / (1.0 + r)
+
+
+def _dq(r):
+    return r * -np.expm1(-r)
+
+
+def _bracket_freshness(y):
+    # h(r) <= r^2/2 and h(r) >= r^2 / (2(1+r)) bracket the root.
+    return y + np.sqrt(y * y + 2.0 * y), np.sqrt(2.0 * y)
+
+
+def _bracket_age(y):
+    # q(r) <= min(r^3/3, r^2/2) and q(r) >= r^3 / (3(1+r)) bracket the root.
+    return (np.maximum(np.sqrt(6.0 * y), np.cbrt(6.0 * y)),
+            np.maximum(np.cbrt(3.0 * y), np.sqrt(2.0 * y)))
+
+
+# Root tables: log r against log y on a uniform grid, linear interpolation (~2e-7
+# relative), then one unguarded Newton step (quadratic: ~1e-13). About 5x faster than
+# bracketed Newton from the right; the demand pass evaluates it grid_points times per page.
+_TABLE_POINTS = 1 << 14
+_TABLE_LOG_Y = {"freshness": (np.log(1e-12), np.log(40.0)),   # g < 1 in double => y < 37
+                "age": (np.log(1e-12), np.log(_AGE_LARGE * 1.01))}
+_PHI = {"freshness": (_h, _dh, _bracket_freshness), "age": (_q, _dq, _bracket_age)}
+_POLISH = 1
+_tables: dict = {}
+
+
+def _root_table(objective):
+    if objective not in _tables:
+        log_y = np.linspace(*_TABLE_LOG_Y[objective], _TABLE_POINTS)
+        phi, dphi, bracket = _PHI[objective]
+        y = np.exp(log_y)
+        hi, lo = bracket(y)
+        r, _, conv = _newton_from_right(phi, dphi, y, hi, lo)
+        assert conv, "root table did not converge"
+        _tables[objective] = (log_y[0], log_y[1] - log_y[0], np.log(r))
+    return _tables[objective]
+
+
+def _solve_phi(y, objective):
+    """Root of phi(r) = y (phi = h or q) for y > 0 up to the table's end."""
+    x0, dx, log_r = _root_table(objective)
+    phi, dphi, bracket = _PHI[objective]
+    pos = (np.log(y) - x0) / dx
+    i = np.clip(pos.astype(np.int64), 0, log_r.size - 2)
+    frac = pos - i
+    r = np.exp(log_r[i] + frac * (log_r[i + 1] - log_r[i]))
+    below = pos < 0
+    if below.any():  # tiny targets: the leading term of phi (sqrt(2y) or cbrt(3y))
+        r[below] = bracket(y[below])[1]
+    step = np.zeros_like(r)
+    for _ in range(_POLISH + int(below.any())):
+        step = (phi(r) - y) / dphi(r)
+        r = np.maximum(r - step, 0.5 * r)
+    converged = bool(np.all(np.abs(step) <= 1e-6 * r))  # the step before was <= ~1e-12
+    return r, _POLISH, converged
+
+
 def stationary_ratio(target, objective="freshness"):
     """Solve the stationarity condition for r = λ/f.
 
     Freshness: :math:`g(r) = c` with ``c = target`` in (0, 1).
     Age: :math:`q(r) = Y` with ``Y = target`` > 0.
 
+    The root is read from a precomputed log-log table and polished with a
+    Newton step (quadratic convergence from the table's ~2e-7 relative error).
+
     Returns
     -------
     r : ndarray
         Root (inf where a freshness target is >= 1: the page is not worth a visit).
     iterations : int
-        Newton iterations used by the slowest page.
+        Newton polishing steps.
     converged : bool
+        The polishing step was within the table's error (<= 1e-6 relative),
+        so the root is accurate to round-off.
     """
     check_objective(objective)
     t = np.asarray(target, dtype=float)
@@ -150,22 +220,13 @@ def stationary_ratio(target, objective="freshness"):
         r[t >= 1] = np.inf
         r[t <= 0] = 0.0
         # g(r) = c  <=>  h(r) = r - log1p(r) = -log(1 - c) =: y
-        y = -np.log1p(-t[ok])
-        # h(r) <= r^2/2 and h(r) >= r^2 / (2(1+r)) bracket the root.
-        lo = np.sqrt(2.0 * y)
-        hi = y + np.sqrt(y * y + 2.0 * y)
-        sol, it, conv = _newton_from_right(_h, lambda x: x / (1.0 + x), y, hi, lo)
+        sol, it, conv = _solve_phi(-np.log1p(-t[ok]), "freshness")
     else:
         large = t > _AGE_LARGE
         ok = (t > 0) & ~large
         r[t <= 0] = 0.0
         r[large] = np.sqrt(2.0 * (t[large] + 1.0))
-        y = t[ok]
-        # q(r) <= min(r^3/3, r^2/2) and q(r) >= r^3 / (3(1+r)) bracket the root.
-        lo = np.maximum(np.cbrt(3.0 * y), np.sqrt(2.0 * y))
-        hi = np.maximum(np.sqrt(6.0 * y), np.cbrt(6.0 * y))
-        sol, it, conv = _newton_from_right(
-            _q, lambda x: x * -np.expm1(-x), y, hi, lo)
+        sol, it, conv = _solve_phi(t[ok], "age")
     r[ok] = sol
     return r, it, conv
 
