@@ -66,6 +66,15 @@ def write_json(uri: str, obj: Any) -> None:
         fh.write(json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
 
 
+def write_parquet(uri: str, table) -> None:
+    """Write a pyarrow Table to one Parquet file at ``uri`` (parent created)."""
+    import pyarrow.parquet as pq
+
+    fs, path = _resolve(uri)
+    fs.create_dir(posixpath.dirname(path), recursive=True)
+    pq.write_table(table, path, filesystem=fs)
+
+
 def delete_dir(uri: str) -> None:
     """Remove ``uri`` and everything under it, if present."""
     fs, path = _resolve(uri)
