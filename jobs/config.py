@@ -130,8 +130,15 @@ class EstimationConfig:
     half_life_days: float = _doc("Half-life (days) of the per-URL change statistics; old "
                                  "observations fade so a page that changes its behaviour is "
                                  "followed. inf disables forgetting.", default=90.0)
-    prior_level: str = _doc("Empirical-Bayes shrinkage group: 'host' or 'template' (host + first "
-                            "path segment).", default="host")
+    prior_level: str = _doc("Empirical-Bayes shrinkage group: 'host', 'template' (host + first "
+                            "path segment), 'class' (first path segment without ids, across "
+                            "hosts: every site's /feed, every front page) or 'hierarchical' (the "
+                            "first of template, class, host whose prior could be fitted by EM "
+                            "(prior_min_urls observed URLs), else the first pooled one).",
+                            default="hierarchical")
+    prior_fit_max_urls: int = _doc("Each group's prior is fitted on a deterministic hash sample of "
+                                   "at most this many URLs (a class spans millions of URLs on a "
+                                   "real crawl; the prior needs thousands).", default=20000)
     prior_min_urls: int = _doc("Observed URLs a group needs for the EM prior fit (fewer: pooled "
                                "group rate).", default=3)
     level: float = _doc("Central probability of the lambda_lo/lambda_hi interval.", default=0.9)
@@ -244,6 +251,7 @@ class Config:
 
 
 POLICIES = ("adaptive", "uniform", "proportional", "optimal")
+PRIOR_LEVELS = ("host", "template", "class", "hierarchical")
 
 
 def _validate(c: Config) -> None:
@@ -282,8 +290,10 @@ def _validate_update_sections(c: Config) -> None:
                        ("signals.half_life_days", g.half_life_days)):
         if not value > 0:
             raise ConfigError(f"{key} must be > 0 (inf disables forgetting)")
-    if e.prior_level not in ("host", "template"):
-        raise ConfigError("estimation.prior_level must be 'host' or 'template'")
+    if e.prior_level not in PRIOR_LEVELS:
+        raise ConfigError(f"estimation.prior_level must be one of {PRIOR_LEVELS}")
+    if e.prior_fit_max_urls < 100:
+        raise ConfigError("estimation.prior_fit_max_urls must be >= 100")
     if e.prior_min_urls < 2:
         raise ConfigError("estimation.prior_min_urls must be >= 2")
     for key, value in (("estimation.level", e.level), ("audit.level", a.level)):

@@ -38,7 +38,7 @@ from jobs.spark_session import get_spark  # noqa: E402
 
 _EV = list(observations.EVIDENCE_COLUMNS)
 _FOLD_DDL = schemas.STATE.spark_ddl() + "".join(f", {c} bigint" for c in _EV)
-_PRIOR_DDL = "_group string, prior_shape double, prior_rate double"
+_PRIOR_DDL = "_group string, prior_shape double, prior_rate double, prior_em boolean"
 _TEMPLATE_RE = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?[^/?#:]+(?::\d+)?(/[^/?#]*)?"
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
              "content_hash", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
@@ -80,7 +80,8 @@ def _fit_priors_fn(cfg: Config):
             min_urls=cfg.estimation.prior_min_urls)
         return pd.DataFrame({"_group": priors.index.astype(str),
                              "prior_shape": priors["prior_shape"].to_numpy(float),
-                             "prior_rate": priors["prior_rate"].to_numpy(float)})
+                             "prior_rate": priors["prior_rate"].to_numpy(float),
+                             "prior_em": (priors["method"] == "em").to_numpy(bool)})
 
     return fit
 
@@ -95,6 +96,53 @@ def _apply_priors_fn(cfg: Config):
             yield pdf[state_update.STATE_COLUMNS + _EV]
 
     return apply
+
+
+def _group_keys(cfg: Config):
+    """Spark expressions of the shrinkage groups, most specific first (jobs.config)."""
+    from pyspark.sql import functions as F
+
+    segment = F.regexp_extract("url", _TEMPLATE_RE, 1)
+    template = F.concat(F.col("host"), segment)
+    url_class = F.concat(F.lit("*"), F.regexp_replace(F.regexp_replace(segment, "/+$", ""),
+                                                      estimators_shrinkage.ID_PATTERN, ""))
+    return {"host": [F.col("host")], "template": [template], "class": [url_class],
+            "hierarchical": [template, url_class, F.col("host")]}[cfg.estimation.prior_level]
+
+
+def _fit_priors(cfg: Config, folded, key):
+    """One prior per group, fitted on a hash sample of at most prior_fit_max_urls URLs each
+    (deterministic, so reruns agree; whole groups when smaller)."""
+    from pyspark.sql import functions as F
+
+    rows = folded.select(key.alias("_group"), "url", *STATS_COLUMNS)
+    sizes = rows.groupBy("_group").agg(F.count("*").alias("_n"))
+    unit = F.abs(F.xxhash64("url", F.lit("prior-sample"))) % 1_000_000 / 1_000_000.0
+    sample = (rows.join(sizes, "_group")
+              .filter(unit < F.lit(float(cfg.estimation.prior_fit_max_urls)) / F.col("_n"))
+              .drop("url", "_n"))
+    return sample.groupBy("_group").applyInPandas(_fit_priors_fn(cfg), _PRIOR_DDL)
+
+
+def with_group_priors(cfg: Config, folded):
+    """Join each row's prior: the most specific group's EM fit, else the most specific
+    pooled one (jobs.core.estimators_shrinkage), else none."""
+    from pyspark.sql import functions as F
+
+    out, keys = folded, _group_keys(cfg)
+    for level, key in enumerate(keys):
+        pri = _fit_priors(cfg, folded, key).select(
+            F.col("_group").alias(f"_g{level}"), *[F.col(c).alias(f"{c}_{level}") for c in
+                                                   ("prior_shape", "prior_rate", "prior_em")])
+        out = out.withColumn(f"_g{level}", key).join(pri, f"_g{level}", "left")
+    levels = range(len(keys))
+    fitted = [F.col(f"prior_em_{k}") for k in levels] + [F.col(f"prior_shape_{k}").isNotNull()
+                                                         for k in levels]
+    chosen = F.coalesce(*[F.when(c, F.lit(i % len(keys))) for i, c in enumerate(fitted)])
+    pick = {c: F.coalesce(*[F.when(chosen == k, F.col(f"{c}_{k}")) for k in levels])
+            for c in ("prior_shape", "prior_rate")}
+    return out.withColumn("prior_shape", pick["prior_shape"]).withColumn("prior_rate",
+                                                                       pick["prior_rate"])
 
 
 def _hosts_fn(cfg: Config, run_date: str):
@@ -150,12 +198,8 @@ def run(cfg: Config, run_date: str, spark=None, from_empty: bool = False) -> dic
     prev = prev.withColumn("_b", F.pmod(F.xxhash64("url"), F.lit(buckets)))
     folded = (prev.groupBy("_b").cogroup(rows.groupBy("_b"))
               .applyInPandas(_fold_fn(cfg, run_date), _FOLD_DDL))
-    group = (F.col("host") if cfg.estimation.prior_level == "host"
-             else F.concat(F.col("host"), F.regexp_extract("url", _TEMPLATE_RE, 1)))
-    folded = folded.withColumn("_group", group).persist()
-    priors = (folded.select("_group", *STATS_COLUMNS).groupBy("_group")
-              .applyInPandas(_fit_priors_fn(cfg), _PRIOR_DDL))
-    result = (folded.join(priors, "_group", "left")
+    folded = folded.persist()
+    result = (with_group_priors(cfg, folded)
               .mapInPandas(_apply_priors_fn(cfg), _FOLD_DDL))
     default_imp = F.lit(float(cfg.policy.default_importance))
     if importance is not None:

@@ -179,3 +179,49 @@ def test_rebuild_equals_incremental_on_generated_data(spark, tmp_path):
     assert len(state) > 100 and np.isfinite(state.lambda_hat).all()
     assert (state.lambda_lo <= state.lambda_hat + 1e-12).all()
     assert state.lambda_prior.notna().mean() > 0.5   # host priors were fitted and applied
+
+
+def test_hierarchical_priors_pick_template_then_class_then_host(spark, tmp_path):
+    """A template with enough observed URLs keeps its own EM prior; a lone feed borrows the
+    prior of every site's feed (its class), not its host's; the Spark group keys equal
+    group_key_from_url's."""
+    from jobs.core.estimators_shrinkage import fit_group_priors, group_key_from_url
+    from jobs.core.estimators_stats import STATS_COLUMNS
+
+    def page(url, host, changed, unchanged, interval):
+        row = dict.fromkeys(STATS_COLUMNS, 0.0)
+        row.update(url=url, host=host, chg_n_05=float(changed), chg_t_05=changed * interval,
+                   unch_n=float(unchanged), unch_t=unchanged * interval)
+        return row
+
+    rows = [page(f"https://a.example/news/story-{i}", "a.example", 2 + i % 3, 8, 1.0)
+            for i in range(6)]                                        # slow news on a
+    rows += [page(f"https://{h}.example/feed", f"{h}.example", 9 + k, 1, 0.5)
+             for k, h in enumerate("abcde")]                          # fast feeds everywhere
+    rows += [page(f"https://{h}.example/shop/item-{i}", f"{h}.example", 1, 12, 2.0)
+             for h in "bcde" for i in range(3)]                       # slow shops elsewhere
+    pdf = pd.DataFrame(rows)
+    cfg = make_config(str(tmp_path), "estimation.prior_level=hierarchical")
+    got = (update_state.with_group_priors(cfg, spark.createDataFrame(pdf))
+           .select("url", "prior_shape", "prior_rate").toPandas().set_index("url"))
+
+    stats = pdf[list(STATS_COLUMNS)]
+    for level, url in (("template", "https://a.example/news/story-0"),
+                       ("class", "https://a.example/feed")):
+        keys = group_key_from_url(pdf["url"], level)
+        priors = fit_group_priors(stats, keys.to_numpy(object), min_urls=3)
+        want = priors.loc[keys[pdf["url"] == url].iloc[0]]
+        assert want["method"] == "em"
+        np.testing.assert_allclose(got.loc[url, ["prior_shape", "prior_rate"]].to_numpy(float),
+                                   want[["prior_shape", "prior_rate"]].to_numpy(float), rtol=1e-9)
+    # The feed's class prior is a fast one; a's host prior (mostly slow news) is not.
+    feed = got.loc["https://a.example/feed"]
+    host = fit_group_priors(stats, pdf["host"].to_numpy(object), min_urls=3).loc["a.example"]
+    assert feed.prior_shape / feed.prior_rate > 3 * host.prior_mean
+
+    keyed = spark.createDataFrame(pdf[["url", "host"]]).select(
+        "url", *[k.alias(f"k{i}") for i, k in enumerate(update_state._group_keys(cfg))])
+    keyed = keyed.toPandas().set_index("url").loc[pdf["url"]]
+    pure_class = group_key_from_url(pdf["url"], "class").to_numpy(object)
+    assert (keyed["k1"].to_numpy(object) == pure_class).all()
+    assert sorted(set(pure_class)) == ["*/feed", "*/news", "*/shop"]

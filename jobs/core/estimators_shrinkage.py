@@ -44,19 +44,28 @@ PRIOR_COLUMNS = ("prior_shape", "prior_rate", "prior_mean", "log_mean", "log_var
 _URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?([^/?#:]+)(?::\d+)?(/[^/?#]*)?"
 
 
+# Digits (and the separator before them) in a path segment are ids, not part of the class.
+ID_PATTERN = r"[-_.]?[0-9]+"
+GROUP_LEVELS = ("host", "template", "class")
+
+
 def group_key_from_url(urls, level: str = "host") -> pd.Series:
-    """Shrinkage group of each URL: its lower-cased host, or host + first path segment.
+    """Shrinkage group of each URL: host, host + first path segment, or URL class.
 
     ``level="template"`` maps ``https://ex.com/news/2024/x`` to ``ex.com/news``;
-    ``level="host"`` to ``ex.com``. Unparseable URLs map to ``""``.
+    ``level="host"`` to ``ex.com``; ``level="class"`` to ``*/news``: the first path
+    segment without ids, across hosts (every site's ``/feed`` is one class, every
+    front page is ``*``). Unparseable URLs map to ``""``.
     """
-    if level not in ("host", "template"):
-        raise ValueError(f"level must be 'host' or 'template', got {level!r}")
+    if level not in GROUP_LEVELS:
+        raise ValueError(f"level must be one of {GROUP_LEVELS}, got {level!r}")
     parts = pd.Series(urls, dtype="string").str.extract(_URL_PATTERN)
     host = parts[0].str.lower().fillna("")
     if level == "host":
         return host.astype(object)
     first = parts[1].fillna("/").str.rstrip("/")
+    if level == "class":
+        return ("*" + first.str.replace(ID_PATTERN, "", regex=True)).where(host != "", "").astype(object)
     return (host + first).where(host != "", "").astype(object)
 
 
