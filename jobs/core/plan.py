@@ -142,12 +142,10 @@ def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end:
 
     Visits are taken in due order (higher priority first on ties). A forward pass
     ``t_i = max(due_i, t_{i-1} + d)`` is solved in closed form as
-    ``t_i = i*d + cummax(due_i - i*d)``; a backward pass pulls the tail back so the last
-    visit is at most ``window_end - d``: the next window's first visit (at or after
-    ``window_end``) is then a full crawl delay later, so consecutive days' schedules keep
-    the gap too. The arithmetic is in integer microseconds (the schedule's resolution), so
-    the written times keep the gap exactly. Needs ``len(due_s) <= host_cap(d)`` for a
-    one-day window.
+    ``t_i = i*d + cummax(due_i - i*d)``; a backward pass pulls the tail back inside the
+    window. The arithmetic is in integer microseconds (the schedule's resolution), so the
+    written times keep the gap exactly. Needs ``len(due_s) <= host_cap(d)`` for a one-day
+    window.
 
     Returns the times (float epoch seconds, whole microseconds) in the input order.
     """
@@ -161,14 +159,13 @@ def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end:
         raise ValueError(f"{n} visits at {crawl_delay_s}s apart do not fit in the window")
     prio = np.zeros(n) if priority is None else -np.asarray(priority, dtype=float)
     order = np.lexsort((prio, due))
-    last_slot = w1 - d  # one crawl delay before the next window opens
-    due_us = np.clip(np.ceil(due[order] * 1e6), w0, last_slot).astype(np.int64)
+    due_us = np.clip(np.ceil(due[order] * 1e6), w0, w1 - 1).astype(np.int64)
     i = np.arange(n, dtype=np.int64) * d
     t = i + np.maximum.accumulate(due_us - i)
-    # Backward pass: t_i = min(t_i, t_{i+1} - d) with the last visit at most last_slot;
+    # Backward pass: t_i = min(t_i, t_{i+1} - d) with the last visit inside the window;
     # in w_i = t_i - i*d it is a reversed running minimum.
     rev = (t - i)[::-1]
-    rev[0] = min(rev[0], last_slot - i[-1])
+    rev[0] = min(rev[0], w1 - 1 - i[-1])
     t = np.minimum.accumulate(rev)[::-1] + i
     out = np.empty(n, dtype=np.int64)
     out[order] = t
