@@ -144,8 +144,7 @@ def main(argv=None) -> int:
           f"verified against the manifest")
     print(f"URLs known:          {int(m.urls_known)} ({int(m.urls_gone)} gone)")
     print(f"Fetches planned:     {int(m.planned_total)} of budget {int(m.budget)} "
-          f"(refresh {int(m.planned_refresh)} incl. {int(m.get('planned_backfill') or 0)} "
-          f"pulled forward, fast {int(m.planned_fast)}, "
+          f"(refresh {int(m.planned_refresh)}, fast {int(m.planned_fast)}, "
           f"discovery {int(m.planned_discovery)}, audit {int(m.get('planned_audit') or 0)})")
     print(f"Due but carried over: {int(m.carried_over)}")
     print(f"Hosts scheduled:     {int(m.hosts)}")
