@@ -9,9 +9,7 @@ the budget and no per-URL data reaches the driver.
 Lane budgets: fast, audit and discovery get what allocate planned for them (by default
 their configured shares; with ``budget.split = auto`` the discovery budget it chose), or
 less if they have fewer candidates; refresh gets everything else, so budget a lane cannot
-use flows to refresh, and what refresh cannot use (fewer visits due than the budget) goes to
-``backfill``: visits pulled forward from the next day (:func:`jobs.core.plan.backfill_visits`),
-written to the schedule as refresh. ``audit`` is the policy-independent freshness audit sample; its rows
+use flows to refresh. ``audit`` is the policy-independent freshness audit sample; its rows
 are written to the schedule with lane ``audit`` and method ``full``. Their ``priority`` is a
 hash of (URL, day) (see :func:`jobs.core.host_plan.plan_host`), so when the audit budget
 is smaller than the day's due sample, the cut keeps a uniform random subset of it rather
@@ -26,7 +24,6 @@ from jobs.config import Config
 BINS_PER_OCTAVE = 16
 ZERO_BIN = -100_000
 LANES = ("fast", "audit", "discovery", "refresh")
-BACKFILL = "backfill"  # pulled-forward visits: only what the lanes above leave unused
 
 
 def bin_column():
@@ -74,9 +71,6 @@ def solve(candidates, cfg: Config, planned: dict | None = None) -> dict:
     for lane in LANES:
         out[lane] = {"budget": budgets[lane], "candidates": counts.get(lane, 0),
                      **cut_lane(hist.get(lane, {}), budgets[lane])}
-    spare = max(0, int(cfg.budget.daily_fetches) - sum(c["selected"] for c in out.values()))
-    out[BACKFILL] = {"budget": spare, "candidates": counts.get(BACKFILL, 0),
-                     **cut_lane(hist.get(BACKFILL, {}), spare)}
     return out
 
 

@@ -87,10 +87,6 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
         raise FileNotFoundError(f"no budget cut for {run_date}; run allocate first")
     candidates = spark.read.parquet(work_path(cfg, run_date, "candidates"))
     selected = budget_cut.apply(candidates, cut)
-    # Pulled-forward visits are refresh visits to the fleet; metrics count them apart.
-    selected = selected.withColumn("lane", F.when(F.col("lane") == budget_cut.BACKFILL,
-                                                  F.lit("refresh")).otherwise(F.col("lane")))
-    backfill = int(cut.get(budget_cut.BACKFILL, {}).get("selected", 0))
     selected, conversions = audit_conversions(selected, cfg, schedule_date(run_date))
     # Audit-sample visits keep lane ``audit``: update_state scores exactly the fetch-log rows
     # of that lane, and treats them as measurement-only.
@@ -114,7 +110,6 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     record = {"planned_total": sum(i["rows"] for i in clean), "hosts": sum(i["hosts"] for i in clean),
               # planned_audit: the audit-lane rows actually written
               "files": len(clean), **{f"planned_{k}": v for k, v in per_lane.items()},
-              "planned_backfill": backfill,
               "audit_conversions": conversions, "schedule_dir": out_dir}
     write_stage_record(cfg, run_date, "build_schedule", record)
     write_metrics(spark, cfg, run_date, record)
@@ -174,9 +169,7 @@ def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
         "budget": cfg.budget.daily_fetches, "planned_total": built["planned_total"],
         "planned_refresh": built["planned_refresh"], "planned_fast": built["planned_fast"],
         "planned_discovery": built["planned_discovery"], "due_total": due,
-        # Backfill rows were not due today, so they do not reduce what was carried over.
-        "carried_over": due - (built["planned_total"] - built.get("planned_backfill", 0)),
-        "planned_backfill": built.get("planned_backfill", 0), "hosts": built["hosts"],
+        "carried_over": due - built["planned_total"], "hosts": built["hosts"],
         "expected_freshness": alloc.get("expected_freshness"),
         "planned_audit": built.get("planned_audit"),
         "audit_conversions": built.get("audit_conversions"),

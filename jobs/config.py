@@ -212,11 +212,6 @@ class LanesConfig:
     audit_cadence_days: int = _doc("An audit-sample URL is fetched in full once every this many "
                                    "days, on a day and at a time of day spread by its hash.",
                                    default=1)
-    backfill_horizon_days: float = _doc("Budget the day's due visits leave unused (fewer due than "
-                                        "the budget) pulls forward the next visit of pages due "
-                                        "within this many days after the window, best importance "
-                                        "x P(changed) first, within host caps; written as refresh "
-                                        "(metrics.planned_backfill). 0 disables.", default=1.0)
 
 
 @dataclass(frozen=True)
@@ -326,8 +321,6 @@ def _validate_allocation_sections(c: Config) -> None:
         raise ConfigError("lanes.fast_min_lambda, fast_min_importance, discovery_value_days >= 0")
     if ln.audit_cadence_days < 1:
         raise ConfigError("lanes.audit_cadence_days must be >= 1")
-    if not 0 <= ln.backfill_horizon_days <= 90:
-        raise ConfigError("lanes.backfill_horizon_days must be in [0, 90]")
     if al.grid_points < 8 or al.buckets < 1:
         raise ConfigError("allocation.grid_points must be >= 8 and allocation.buckets >= 1")
 

@@ -45,8 +45,7 @@ def base_context(cfg: Config, window_start: float, window_end: float) -> host_pl
         fast_patterns=ln.fast_patterns, fast_rate=f_max,
         fast_enabled=cfg.budget.fast_share * cfg.budget.daily_fetches >= 1, audit_rate=cfg.audit.sample_rate,
         audit_cadence_days=ln.audit_cadence_days, policy=policy,
-        fast_floor=bool(ln.fast_as_floor and policy.budget_aware),
-        backfill_s=ln.backfill_horizon_days * DAY_S)
+        fast_floor=bool(ln.fast_as_floor and policy.budget_aware))
 
 
 def _bucketed(cfg: Config, pages):

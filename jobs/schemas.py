@@ -318,9 +318,6 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet", "One row of run
       False),
     C("spark_passes", "int", "passes over the page table made by allocate", True, False),
     C("config_json", "string", "the config that produced the run"),
-    C("planned_backfill", "int", "refresh rows pulled forward from the next day because fewer "
-                                 "visits were due than the budget (`lanes.backfill_horizon_days`)",
-      True, False),
 ))
 
 CONTRACTS = {c.name: c for c in (FETCH_LOG, IMPORTANCE, HOST_POLICY, SIGNALS, FRONTIER, STATE, HOSTS,

@@ -157,30 +157,3 @@ def test_audit_sample_rows_are_scheduled_in_their_own_lane(spark, lanes_root):
     m = pd.read_parquet(os.path.join(lanes_root, "metrics", "dt=2026-11-02")).iloc[0]
     assert m.planned_audit == len(audit)
     assert m.planned_total == m.planned_refresh + m.planned_fast + m.planned_discovery + len(audit)
-
-
-def test_budget_left_by_due_visits_is_backfilled_and_reported(spark, tmp_path):
-    # A budget above what adaptive has due: tomorrow's best visits fill it (as refresh
-    # rows), metrics count them apart, and carried_over still counts only today's due visits.
-    root = str(tmp_path)
-    tiny_web.write(root, "state", _state_rows(), dt="2026-11-02")
-    for horizon in (0.0, 1.0):
-        cfg = make_config(root, "policy.name=adaptive", "budget.daily_fetches=120",
-                          "budget.audit_share=0", f"lanes.backfill_horizon_days={horizon}")
-        rec = allocate.run(cfg, "2026-11-02", spark)
-        build_schedule.run(cfg, "2026-11-02", spark)
-        sched = _schedule(root)
-        m = pd.read_parquet(os.path.join(root, "metrics", "dt=2026-11-02")).iloc[0]
-        cut = rec["budget_cut"]
-        assert len(sched) == m.planned_total <= 120 and set(sched.lane) <= set(shards.LANES)
-        assert m.planned_backfill == cut["backfill"]["selected"]
-        assert m.carried_over == m.due_total - (m.planned_total - m.planned_backfill) == 0
-        if horizon == 0:
-            assert m.planned_backfill == 0 and m.planned_total < 120
-            unfilled = 120 - m.planned_total
-        else:
-            assert m.planned_backfill == min(unfilled, cut["backfill"]["candidates"]) > 0
-            assert m.planned_total == 120 - unfilled + m.planned_backfill
-            gaps = sched.groupby("host").not_before.apply(
-                lambda t: np.diff(np.sort(epoch_seconds(t))).min())
-            assert (gaps >= cfg.politeness.default_crawl_delay_s - 1e-6).all()

@@ -186,31 +186,3 @@ def test_resumed_rhythm_matches_the_planned_rates_on_average():
     due = len(plan.due_visits(pages, W0, W1))
     assert abs(due - rate.sum()) < 0.05 * rate.sum()
     assert len(plan.due_visits(pages, W0, W1, resume_rhythm=False)) > 1.3 * rate.sum()
-
-
-def test_spare_capacity_pulls_tomorrows_best_visits_forward():
-    pages = _host(6, interval_s=2 * 86400.0, delay=86400.0 / 4)  # cap 4; p1..p5 due at W1
-    earlier = pd.Timestamp(W0 - 1.5 * 86400, unit="s", tz="UTC")
-    pages.loc[0, ["last_fetch_at", "last_success_at"]] = earlier  # p0 due at W0 + 12 h
-    off = plan_host(pages, PlanContext(W0, W1))
-    assert _visits(off).url.tolist() == ["https://h/p0"]
-    out = plan_host(pages, PlanContext(W0, W1, backfill_s=86400.0))
-    v = _visits(out)
-    fill = v[v.lane == "backfill"]
-    assert v[v.lane == "refresh"].url.tolist() == ["https://h/p0"] and len(v) == 4  # the cap
-    # The most important of tomorrow's visits, at the window's last second, P(changed) then.
-    assert sorted(fill.url) == ["https://h/p1", "https://h/p2", "https://h/p3"]
-    assert (fill.due_s == W1 - 1.0).all()
-    np.testing.assert_allclose(fill.p_changed, -np.expm1(-2.0 * (W1 - 1.0 - (W0 - 86400)) / 86400))
-    # A page visited today is pulled too, P(changed) counted from today's visit.
-    roomy = _visits(plan_host(pages.assign(crawl_delay_s=60.0),
-                              PlanContext(W0, W1, backfill_s=2 * 86400.0)))
-    p0 = roomy[roomy.url == "https://h/p0"].set_index("lane")
-    assert p0.loc["refresh", "due_s"] == W0 + 43200.0  # today's visit, on its rhythm
-    assert p0.loc["backfill", "p_changed"] == pytest.approx(-np.expm1(-2.0 * (0.5 - 1 / 86400)))
-    assert (roomy.lane == "backfill").sum() == 6
-    summary = out[out.url.isna()].iloc[0]
-    assert summary.due_count == 1 and summary.carried == 0  # pulled visits are neither
-    # A host with no spare capacity pulls nothing forward.
-    full = plan_host(_host(6, delay=86400.0 / 4), PlanContext(W0, W1, backfill_s=86400.0))
-    assert (_visits(full).lane == "refresh").sum() == 4 and "backfill" not in set(full.lane)

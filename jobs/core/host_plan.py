@@ -65,7 +65,6 @@ class PlanContext:
     level: Any = None                         # float or MultiplierSolution (pass 3)
     max_visits_per_url: int = 24
     fast_floor: bool = False                  # fast rate = floor of a joint policy solve
-    backfill_s: float = 0.0                   # horizon of pulled-forward visits (0: off)
 
     @property
     def day_index(self) -> int:
@@ -267,16 +266,6 @@ def plan_host(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
                                                    ctx.day_index)
         visits = pd.concat([visits, a], ignore_index=True)
     kept, carried = plan.apply_host_cap(visits, cap)
-    spare = int(cap) - len(kept)
-    refill = cols[np.isin(cols["lane"].to_numpy(), ("refresh", "fast"))]
-    if spare > 0 and ctx.backfill_s > 0 and len(refill):
-        # Lane "backfill": budget the day's due visits leave unused (build_schedule writes
-        # them as refresh). Only the host's spare capacity; never counted as due or carried.
-        last_due = visits.groupby("url")["due_s"].max()
-        refill = refill.assign(after_s=refill["url"].map(last_due).to_numpy(dtype=float))
-        fill = plan.backfill_visits(refill, ctx.window_start, ctx.window_end, ctx.backfill_s)
-        fill = plan.rank_visits(fill).iloc[:spare].assign(lane="backfill")
-        kept = pd.concat([kept, fill], ignore_index=True)
 
     has_validator = ~(pd.isna(kept["if_none_match"]) & pd.isna(kept["if_modified_since"]))
     conditional = has_validator.to_numpy() & (kept["method_hint"].to_numpy() == "conditional")

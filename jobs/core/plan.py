@@ -92,33 +92,6 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     return visits
 
 
-def backfill_visits(pages: pd.DataFrame, window_start: float, window_end: float,
-                    horizon_s: float) -> pd.DataFrame:
-    """Each page's next visit due in ``[window_end, window_end + horizon_s)``, pulled
-    forward to the window's last second, as candidates for budget the due visits leave.
-
-    Pulled to the end of the window, a visit moves as little as possible off its page's
-    rhythm; P(changed) and the priority are recomputed at that earlier time, counted from
-    the later of the last success and the page's last visit inside the window (optional
-    column ``after_s``), so the visits worth most (importance × P(changed)) are pulled
-    first. Pages never fetched are due in the window already and are not repeated here.
-    """
-    if horizon_s <= 0 or len(pages) == 0:
-        return due_visits(pages.iloc[0:0].assign(rate=1.0), window_start, window_end)
-    nxt = due_visits(pages, window_end, window_end + horizon_s, max_visits_per_url=1)
-    nxt = nxt[~np.isnan(nxt["last_fetch_s"].to_numpy(dtype=float))].reset_index(drop=True)
-    due = window_end - 1.0
-    since = nxt["last_success_s"].to_numpy(dtype=float)
-    if "after_s" in nxt.columns:
-        since = np.fmax(since, nxt["after_s"].to_numpy(dtype=float))
-    elapsed = np.where(np.isnan(since), np.inf, (due - since) / DAY_S)
-    pc = p_changed(nxt["lambda_hat"].to_numpy(dtype=float), np.maximum(elapsed, 0.0))
-    nxt["due_s"] = due
-    nxt["p_changed"] = np.where(np.isinf(elapsed), 1.0, pc)
-    nxt["priority"] = nxt["importance"].to_numpy(dtype=float) * nxt["p_changed"]
-    return nxt
-
-
 def rank_visits(visits: pd.DataFrame) -> pd.DataFrame:
     """Order in which a host's visits claim its capacity: fast lane, audits and push
     signals (they jump the queue), then priority."""
