@@ -38,11 +38,46 @@ def test_slots_respect_delay_and_window(seed):
     n = int(rng.integers(1, int(86400 // delay) + 1))
     due = rng.uniform(W0 - 5000, W1 + 5000, n)
     t = plan.place_in_slots(due, delay, W0, W1, rng.uniform(0, 1, n))
-    assert t.min() >= W0 and t.max() < W1
+    # The last visit leaves a full crawl delay before the next day's window opens.
+    assert t.min() >= W0 and t.max() <= W1 - delay + 1e-6
     if n > 1:
         assert np.diff(np.sort(t)).min() >= delay - 1e-6
     # Nothing is placed earlier than its due time unless the tail had to move back.
     assert np.all((t >= np.minimum(np.maximum(due, W0), W1) - 1e-6) | (t > W1 - n * delay - 1))
+
+
+@pytest.mark.parametrize("delay", [30.0, 600.0, 0.5, 86400.0 / 7])
+def test_consecutive_days_keep_the_crawl_delay_at_midnight(delay):
+    # Issue 9: today's last visit due 5 s before midnight and tomorrow's first due at
+    # midnight were placed 5 s apart against a 30 s delay.
+    today = plan.place_in_slots(np.array([W1 - 5.0]), delay, W0, W1)
+    tomorrow = plan.place_in_slots(np.array([W1]), delay, W1, W1 + 86400)
+    assert tomorrow[0] - today[0] >= delay - 1e-6
+    # The same with both days full of visits pulled towards the boundary.
+    cap = int(plan.host_cap([delay])[0])
+    n = min(cap, 50)
+    today = plan.place_in_slots(np.full(n, W1 - 1.0), delay, W0, W1)
+    tomorrow = plan.place_in_slots(np.full(n, W1), delay, W1, W1 + 86400)
+    both = np.sort(np.concatenate([today, tomorrow]))
+    assert np.diff(both).min() >= delay - 1e-6
+
+
+@pytest.mark.parametrize("delay", [30.0, 864.0, 7.0, 86400.0 / 3, 86400.0])
+def test_a_host_at_its_cap_still_fits_with_the_midnight_gap(delay):
+    # The last slot moved to window_end - delay; host_cap need not shrink by one slot.
+    cap = int(plan.host_cap([delay])[0])
+    t = plan.place_in_slots(np.full(cap, W1 - 1.0), delay, W0, W1)
+    assert len(t) == cap and t.min() >= W0 and t.max() <= W1 - delay
+    assert cap == 1 or np.diff(np.sort(t)).min() >= delay - 1e-6
+    with pytest.raises(ValueError):
+        plan.place_in_slots(np.zeros(cap + 1), delay, W0, W1)
+
+
+def test_delay_below_the_schedule_resolution_keeps_a_positive_cap():
+    # 1e-12 s rounded to 0 us: the cap divided by zero and wrapped to -9.2e18 (no rows).
+    assert plan.host_cap([1e-12])[0] == 86400 * 10**6
+    t = plan.place_in_slots(np.full(3, W0), 1e-12, W0, W1)
+    assert np.all(np.diff(np.sort(np.round(t * 1e6))) >= 1)
 
 
 def test_slots_refuse_impossible_packing():

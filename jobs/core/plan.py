@@ -33,8 +33,10 @@ LANE_ORDER = {"fast": 0, "audit": 0, "refresh": 1, "discovery": 1}
 
 def host_cap(crawl_delay_s, max_fetches_per_day=None) -> np.ndarray:
     """Visits a host allows per day: 86400 / crawl delay, or its explicit cap if lower."""
-    delay_us = np.ceil(np.asarray(crawl_delay_s, dtype=float) * 1e6 - 1e-6)
-    # Same microsecond arithmetic as place_in_slots, so a full host always fits.
+    # Same microsecond arithmetic as place_in_slots, so a full host always fits; at least
+    # 1 us, so a delay below the schedule's resolution (1e-12 s) cannot divide by zero
+    # and wrap the int64 cap negative (the host would silently get no rows).
+    delay_us = np.maximum(np.ceil(np.asarray(crawl_delay_s, dtype=float) * 1e6 - 1e-6), 1.0)
     cap = np.floor(DAY_S * 1e6 / delay_us)
     if max_fetches_per_day is not None:
         explicit = np.asarray(pd.to_numeric(pd.Series(np.atleast_1d(max_fetches_per_day))),
@@ -115,7 +117,13 @@ def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end:
 
     Visits are taken in due order (higher priority first on ties). A forward pass
     ``t_i = max(due_i, t_{i-1} + d)`` is solved in closed form as
-    ``t_i = i*d + cummax(due_i - i*d)``; a backward pass pulls the tail back inside the
+    ``t_i = i*d + cummax(due_i - i*d)``; a backward pass pulls the tail back so the last
+    visit is at most ``window_end - d``. That is what keeps politeness across midnight by
+    construction: the next window's first visit is at or after ``window_end``, so the
+    last visit of one day and the first of the next are a full crawl delay apart without
+    either day's plan knowing the other (provided the host's delay did not grow
+    overnight). Capacity is unchanged: slots ``w0, w0 + d, ..., w0 + (n-1)d <= w1 - d``
+    hold ``n = floor((w1 - w0) / d)`` visits, exactly ``host_cap(d)`` for a one-day
     window. The arithmetic is in integer microseconds (the schedule's resolution), so the
     written times keep the gap exactly. Needs ``len(due_s) <= host_cap(d)`` for a one-day
     window.
@@ -132,13 +140,16 @@ def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end:
         raise ValueError(f"{n} visits at {crawl_delay_s}s apart do not fit in the window")
     prio = np.zeros(n) if priority is None else -np.asarray(priority, dtype=float)
     order = np.lexsort((prio, due))
-    due_us = np.clip(np.ceil(due[order] * 1e6), w0, w1 - 1).astype(np.int64)
+    # One crawl delay before the next window opens (and always inside [w0, w1)); the
+    # n * d check above guarantees last_slot - (n-1)*d >= w0.
+    last_slot = w1 - d
+    due_us = np.clip(np.ceil(due[order] * 1e6), w0, last_slot).astype(np.int64)
     i = np.arange(n, dtype=np.int64) * d
     t = i + np.maximum.accumulate(due_us - i)
-    # Backward pass: t_i = min(t_i, t_{i+1} - d) with the last visit inside the window;
+    # Backward pass: t_i = min(t_i, t_{i+1} - d) with the last visit at most last_slot;
     # in w_i = t_i - i*d it is a reversed running minimum.
     rev = (t - i)[::-1]
-    rev[0] = min(rev[0], w1 - 1 - i[-1])
+    rev[0] = min(rev[0], last_slot - i[-1])
     t = np.minimum.accumulate(rev)[::-1] + i
     out = np.empty(n, dtype=np.int64)
     out[order] = t
@@ -146,4 +157,5 @@ def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end:
 
 
 def _delay_us(crawl_delay_s) -> int:
-    return int(np.ceil(float(crawl_delay_s) * 1e6 - 1e-6))
+    """The crawl delay in whole microseconds, rounded up, at least 1 (as ``host_cap``)."""
+    return max(int(np.ceil(float(crawl_delay_s) * 1e6 - 1e-6)), 1)
