@@ -58,3 +58,12 @@ def test_header_checks_cover_the_published_header_columns():
     from jobs.shards import SCHEDULE_SCHEMA
     headers = {n for n in SCHEDULE_SCHEMA.names if n.startswith("if_")}
     assert set(http_fields.HEADER_CHECKS) == headers
+
+
+@pytest.mark.parametrize("value, ok", [
+    ("https://h.example.org/a?b=c", True), ("https://b\u00fccher.example/", True),
+    ("https://h/a\r\nX: 1", False), ("https://h/a\n", False), ("https://h/a b", False),
+    ("https://h/\x85", False), ("https://h/\x7f", False), ("", False), (None, False),
+])
+def test_request_text_refuses_what_could_split_a_request(value, ok):
+    assert http_fields.safe_request_text(value) is ok

@@ -4,6 +4,9 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from jobs.publish import ensure_bucket, publish
@@ -102,3 +105,133 @@ def test_verify_on_a_local_directory(tmp_path):
     shard.write_bytes(shard.read_bytes()[:-10])
     with pytest.raises(VerificationError, match="size"):
         verify(str(tmp_path / "out"), DATE)
+
+
+# ---- issue 9: every published header value and the gap at midnight are re-checked ----
+
+NEXT = "2024-05-03"
+
+
+def _publish_local(tmp_path, df, date, extra=None, name="out"):
+    staging = tmp_path / f"staging-{date}"
+    stage_schedule(df, str(staging))
+    publish(str(staging), str(tmp_path / name), date, extra if extra is not None else {})
+    return str(tmp_path / name)
+
+
+@pytest.mark.parametrize("column, value", [
+    ("if_none_match", '"e"\n'),                              # trailing LF (old "$" match)
+    ("if_none_match", '"e\x85"'),                            # C1 control
+    ("if_none_match", '"\u00e9t\u00e9"'),                    # non-ASCII
+    ("if_modified_since", "Sun, 06 Nov 1994 08:49:37 GMT\n"),
+    ("if_modified_since", "Mon, 06 Nov 1994 08:49:37 GMT"),  # weekday disagrees with the date
+    ("url", "https://h0.example.org/a\r\nX-Injected: 1"),
+])
+def test_verify_names_the_file_and_row_of_a_bad_published_value(tmp_path, column, value):
+    df = sample_schedule(n_rows=200, n_hosts=10)
+    victim = int(np.flatnonzero(df["method"] == "conditional")[3])
+    df.loc[victim, column] = value
+    target = _publish_local(tmp_path, df, DATE)
+    with pytest.raises(VerificationError) as caught:
+        verify(target, DATE)
+    bad = [p for p in caught.value.problems if f" {column} " in p]
+    assert len(bad) == 1 and repr(value) in bad[0] and re.search(r"shard-\d{5}-\w+\.parquet: row \d+", bad[0])
+    # The named row really holds the bad value.
+    key, row = re.search(r"(\S+\.parquet): row (\d+)", bad[0]).groups()
+    assert pq.read_table(tmp_path / "out" / key)[column][int(row)].as_py() == value
+
+
+def test_verify_refuses_a_full_row_that_carries_a_validator(tmp_path):
+    df = sample_schedule(n_rows=100, n_hosts=5)
+    victim = int(np.flatnonzero(df["method"] == "full")[0])
+    df.loc[victim, "if_modified_since"] = "Sun, 06 Nov 1994 08:49:37 GMT"
+    with pytest.raises(VerificationError, match="method"):
+        verify(_publish_local(tmp_path, df, DATE), DATE)
+
+
+def test_verify_counts_bad_values_beyond_the_ones_it_names(tmp_path):
+    df = sample_schedule(n_rows=300, n_hosts=1)  # one host: one file
+    conditional = np.flatnonzero(df["method"] == "conditional")
+    df.loc[conditional, "if_none_match"] = '"e"\n'
+    with pytest.raises(VerificationError) as caught:
+        verify(_publish_local(tmp_path, df, DATE), DATE)
+    named = [p for p in caught.value.problems if "row" in p and "if_none_match" in p]
+    assert len(named) == 5
+    assert any(f"{len(conditional) - 5} more bad if_none_match" in p for p in caught.value.problems)
+
+
+def _two_days(last_of_day, first_of_next, host="h1.example.org"):
+    """Day DATE ending with a visit of ``host`` at ``last_of_day`` s after midnight, and
+    day NEXT starting with one at ``first_of_next`` s after its midnight."""
+    today = sample_schedule(n_rows=50, n_hosts=5, day=DATE)
+    nxt = sample_schedule(n_rows=50, n_hosts=5, day=NEXT, seed=1)
+    for df, day, at in ((today, DATE, last_of_day), (nxt, NEXT, first_of_next)):
+        rows = df.index[df["host"] == host]
+        df.loc[rows, "not_before"] = pd.Timestamp(day, tz="UTC") + pd.Timedelta(seconds=at)
+        df.drop(index=rows[1:], inplace=True)  # one visit of the host per day
+    # Other hosts: far from midnight, so only ``host`` is ever close.
+    for df, day in ((today, DATE), (nxt, NEXT)):
+        others = df["host"] != host
+        df.loc[others, "not_before"] = pd.Timestamp(day, tz="UTC") + pd.Timedelta(hours=12)
+    return today.reset_index(drop=True), nxt.reset_index(drop=True)
+
+
+def _config(delay, root=None):
+    return {"config": {"politeness": {"default_crawl_delay_s": delay},
+                       "paths": {"root": root} if root else {}}}
+
+
+def test_verify_catches_a_host_closer_than_its_delay_across_midnight(tmp_path):
+    # place_in_slots before issue 9: 23:59:55 on D and 00:00:00 on D+1, 5 s against 30 s.
+    today, nxt = _two_days(86400 - 5, 0)
+    target = _publish_local(tmp_path, today, DATE, _config(30.0))
+    _publish_local(tmp_path, nxt, NEXT, _config(30.0))
+    assert verify(target, DATE).previous_date is None  # nothing published before DATE
+    with pytest.raises(VerificationError) as caught:
+        verify(target, NEXT)
+    (gap,) = [p for p in caught.value.problems if "midnight" in p or "crawl delay" in p]
+    assert "h1.example.org" in gap and "5.000000s" in gap and f"dt={DATE}" in gap
+    # A host whose own delay is 5 s or less keeps its gap: a per-host delay beats the default.
+    assert verify(target, NEXT, crawl_delays={"h1.example.org": 5.0}).midnight_hosts_checked == 5
+
+
+def test_verify_passes_a_gap_of_exactly_the_delay_and_reads_the_recorded_host_policy(tmp_path):
+    root = tmp_path / "root"
+    policy = pd.DataFrame({"host": ["H1.example.org", "h2.example.org"],
+                           "crawl_delay_s": [60.0, 1.0], "max_fetches_per_day": [None, None]})
+    (root / "host_policy").mkdir(parents=True)
+    policy.to_parquet(root / "host_policy" / "part-0.parquet")
+    today, nxt = _two_days(86400 - 30, 0)
+    target = _publish_local(tmp_path, today, DATE, _config(30.0, str(root)))
+    _publish_local(tmp_path, nxt, NEXT, _config(30.0, str(root)))
+    # 30 s is the default delay, but host_policy says 60 s for this host (case-folded).
+    with pytest.raises(VerificationError, match="less than its crawl delay 60.0s"):
+        verify(target, NEXT)
+    result = verify(target, NEXT, default_crawl_delay_s=30.0)  # caller: every host 30 s
+    assert result.previous_date == DATE and result.midnight_hosts_checked == 5
+
+
+def test_verify_fails_when_the_gap_cannot_be_checked(tmp_path):
+    today, nxt = _two_days(86400 - 600, 0)
+    target = _publish_local(tmp_path, today, DATE)
+    _publish_local(tmp_path, nxt, NEXT)  # no config recorded: delays unknown
+    with pytest.raises(VerificationError, match="no known crawl delay"):
+        verify(target, NEXT)
+    assert verify(target, NEXT, default_crawl_delay_s=600.0).midnight_hosts_checked == 5
+    # A previous day that is published but broken is not silently skipped either.
+    manifest = json.loads((tmp_path / "out" / f"schedules/dt={DATE}/_manifest.json").read_text())
+    (tmp_path / "out" / manifest["files"][0]["key"]).unlink()
+    with pytest.raises(VerificationError, match=f"previous day {DATE}: .* missing"):
+        verify(target, NEXT, default_crawl_delay_s=600.0)
+
+
+def test_verify_checks_the_midnight_gap_on_s3(s3, tmp_path):
+    bucket = "ver-midnight"
+    ensure_bucket(s3.endpoint_url, bucket)
+    today, nxt = _two_days(86400 - 5, 0)
+    for df, day in ((today, DATE), (nxt, NEXT)):
+        stage_schedule(df, str(tmp_path / day))
+        publish(str(tmp_path / day), f"s3://{bucket}/x", day, _config(30.0),
+                endpoint_url=s3.endpoint_url)
+    with pytest.raises(VerificationError, match="less than its crawl delay 30.0s"):
+        verify(f"s3://{bucket}/x", NEXT, endpoint_url=s3.endpoint_url)

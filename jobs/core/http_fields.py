@@ -38,6 +38,8 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 _IMF = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|"
                   r"Aug|Sep|Oct|Nov|Dec) ([0-9]{4}) ([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT")
 MAX_LEN = 512
+# C0 controls, SP, DEL and C1 controls: never inside a request target or a Host value.
+_UNSAFE_TEXT = re.compile(r"[\x00-\x20\x7f-\x9f]")
 
 
 def valid_etag(value) -> bool:
@@ -66,6 +68,17 @@ def valid_http_date(value) -> bool:
     except ValueError:
         return False
     return _DAY_NAMES[when.weekday()] == day_name
+
+
+def safe_request_text(value) -> bool:
+    """Whether a URL or host may go into a request line / Host field as it is.
+
+    Deliberately narrower than a URL grammar: it only refuses what could split or smuggle
+    a request (C0 controls incl. CR/LF, space, DEL, C1 controls) and empty values.
+    Non-ASCII is allowed here because an IDN host or IRI path is a real URL (the fetcher
+    encodes it); host normalisation lives with the ingest rules.
+    """
+    return isinstance(value, str) and value != "" and _UNSAFE_TEXT.search(value) is None
 
 
 # Published column -> its grammar. One home for the planner (``clean_*``) and ``verify``.
