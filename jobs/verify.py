@@ -224,13 +224,16 @@ def previous_date(date: str) -> str:
     return (_date.fromisoformat(check_date(date)) - timedelta(days=1)).isoformat()
 
 
-def read_crawl_delays(host_policy_uri: str) -> dict[str, float]:
+def read_crawl_delays(host_policy_uri: str,
+                      bounds: tuple[float | None, float | None] = (None, None)) -> dict[str, float]:
     """Per-host crawl delays from a ``host_policy/`` table, with ingest's rules.
 
     Hosts are lowercased, rows without a host or with a delay that is null, NaN or <= 0
-    are skipped (ingest quarantines them), and duplicates keep the largest delay. Returns
-    an empty dict when the table is absent (every host then has the default delay).
+    are skipped (ingest quarantines them), delays are clamped to ``bounds`` (min, max;
+    None: unbounded) as the planner clamps them, and duplicates keep the largest delay.
+    Returns an empty dict when the table is absent (every host then has the default).
     """
+    low, high = bounds
     from jobs import storage
 
     delays: dict[str, float] = {}
@@ -241,29 +244,38 @@ def read_crawl_delays(host_policy_uri: str) -> dict[str, float]:
         for host, delay in zip(table["host"].to_pylist(), table["crawl_delay_s"].to_pylist()):
             if host is None or delay is None or not delay > 0:  # NaN fails "> 0" too
                 continue
+            delay = max(float(delay), low) if low is not None else float(delay)
+            delay = min(delay, high) if high is not None else delay
             host = host.lower()
-            delays[host] = max(delays.get(host, 0.0), float(delay))
+            delays[host] = max(delays.get(host, 0.0), delay)
     return delays
 
 
-def _recorded_politeness(manifest: dict) -> tuple[str | None, float | None]:
-    """The host_policy URI and default crawl delay of the config the manifest records."""
+def _recorded_politeness(manifest: dict) -> tuple[str | None, float | None, tuple]:
+    """The host_policy URI, default crawl delay and (min, max) delay bounds of the config
+    the manifest records (None where it does not say)."""
     config = (manifest.get("extra") or {}).get("config") or {}
     root = (config.get("paths") or {}).get("root")
-    default = (config.get("politeness") or {}).get("default_crawl_delay_s")
+    politeness = config.get("politeness") or {}
+
+    def number(name):
+        value = politeness.get(name)
+        return float(value) if value is not None else None
+
     policy = f"{str(root).rstrip('/')}/host_policy" if root else None
-    return policy, (float(default) if default is not None else None)
+    return (policy, number("default_crawl_delay_s"),
+            (number("min_crawl_delay_s"), number("max_crawl_delay_s")))
 
 
 def _delay_lookup(manifest: dict, crawl_delays: Mapping[str, float] | None,
                   default_crawl_delay_s: float | None):
     """``host -> crawl delay`` (None when unknown) from the caller, else the manifest's config."""
-    policy_uri, recorded_default = _recorded_politeness(manifest)
+    policy_uri, recorded_default, bounds = _recorded_politeness(manifest)
     default = default_crawl_delay_s if default_crawl_delay_s is not None else recorded_default
     if crawl_delays is None:
         # Only the recorded config's own host_policy: a caller who gives just a default
         # means "every host has this delay".
-        crawl_delays = (read_crawl_delays(policy_uri)
+        crawl_delays = (read_crawl_delays(policy_uri, bounds)
                         if policy_uri and default_crawl_delay_s is None else {})
     return lambda host: crawl_delays.get(host, default)
 

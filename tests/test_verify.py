@@ -235,3 +235,18 @@ def test_verify_checks_the_midnight_gap_on_s3(s3, tmp_path):
                 endpoint_url=s3.endpoint_url)
     with pytest.raises(VerificationError, match="less than its crawl delay 30.0s"):
         verify(f"s3://{bucket}/x", NEXT, endpoint_url=s3.endpoint_url)
+
+
+def test_verify_clamps_recorded_host_policy_delays_like_the_planner(tmp_path):
+    root = tmp_path / "root"
+    (root / "host_policy").mkdir(parents=True)
+    pd.DataFrame({"host": ["h1.example.org"], "crawl_delay_s": [1e9],
+                  "max_fetches_per_day": [None]}).to_parquet(root / "host_policy" / "p.parquet")
+    extra = _config(10.0, str(root))
+    extra["config"]["politeness"].update(min_crawl_delay_s=0.1, max_crawl_delay_s=45.0)
+    today, nxt = _two_days(86400 - 30, 0)
+    target = _publish_local(tmp_path, today, DATE, extra)
+    _publish_local(tmp_path, nxt, NEXT, extra)
+    # The planner used min(1e9, 45) = 45 s; a 30 s gap breaks it, a 1e9 s check would be absurd.
+    with pytest.raises(VerificationError, match=r"less than its crawl delay 45.0s"):
+        verify(target, NEXT)
