@@ -69,6 +69,22 @@ class PolitenessConfig:
     default_max_fetches_per_day: Optional[int] = _doc(
         "Per-host daily cap for hosts missing from host_policy/ (none: 86400/crawl delay).",
         default=None)
+    min_crawl_delay_s: float = _doc("Smallest crawl delay taken from host_policy/: a smaller finite "
+                                    "one is raised to it (1e-12 once overflowed the host cap), "
+                                    "counted in allocate's run record.", default=0.1)
+    max_crawl_delay_s: float = _doc("Largest crawl delay taken from host_policy/: a larger finite "
+                                    "one is lowered to it (one fetch a day at most), counted in "
+                                    "allocate's run record. Non-finite delays are quarantined.",
+                                    default=86400.0)
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    max_lateness_days: float = _doc("A fetch-log row whose fetched_at is more than this many days "
+                                    "before the run date's 00:00 UTC is quarantined "
+                                    "(late_fetched_at).", default=7.0)
+    max_url_length: int = _doc("URLs longer than this (characters) are quarantined "
+                               "(url_too_long) in every input table.", default=2048)
 
 
 @dataclass(frozen=True)
@@ -230,6 +246,7 @@ class Config:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     intervals: IntervalConfig = field(default_factory=IntervalConfig)
     politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
@@ -270,6 +287,10 @@ def _validate(c: Config) -> None:
         raise ConfigError("need 0 < intervals.floor_s <= initial_s <= cap_s")
     if c.politeness.default_crawl_delay_s <= 0:
         raise ConfigError("politeness.default_crawl_delay_s must be > 0")
+    if not 0 < c.politeness.min_crawl_delay_s <= c.politeness.max_crawl_delay_s < float("inf"):
+        raise ConfigError("need 0 < politeness.min_crawl_delay_s <= max_crawl_delay_s < inf")
+    if not c.ingest.max_lateness_days >= 0 or c.ingest.max_url_length < 1:
+        raise ConfigError("need ingest.max_lateness_days >= 0 and ingest.max_url_length >= 1")
     if c.policy.name not in POLICIES:
         raise ConfigError(f"policy.name must be one of {POLICIES}")
     if c.policy.objective not in ("freshness", "age"):

@@ -6,10 +6,13 @@ reason, and is counted in metrics; nothing is dropped silently.
 """
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime, timedelta, timezone
+from typing import Optional
 
 from jobs import schemas, storage
 from jobs.config import Config
+from jobs.core import hosts
 
 
 def day_bounds(run_date: str):
@@ -18,19 +21,47 @@ def day_bounds(run_date: str):
     return start, start + timedelta(days=1)
 
 
-def checked_files(contract: schemas.Contract, uri: str, required: bool) -> list[str]:
+def lateness_horizon(cfg: Config, run_date: str) -> Optional[datetime]:
+    """Oldest fetched_at a run accepts: ``ingest.max_lateness_days`` before D 00:00 UTC.
+
+    Older rows are not late arrivals but a broken clock (a 1970 fetch once rewound a URL's
+    history and cut its rate ~4,900-fold); None when the horizon is unbounded.
+    """
+    start, _ = day_bounds(run_date)
+    try:
+        return start - timedelta(days=cfg.ingest.max_lateness_days)
+    except OverflowError:
+        return None
+
+
+def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> list[schemas.Footer]:
+    """Every file of ``uri`` checked against ``contract``; a required partition must hold
+    at least one row (a lone 0-row file is an empty partition, not an empty day)."""
     files = storage.list_parquet_files(uri)
     if not files and required:
         raise schemas.SchemaError(contract.name, uri, None, "no Parquet files found")
-    schemas.check_files(contract, files)
-    return files
+    footers = schemas.check_files(contract, files)
+    if required and sum(f.num_rows for f in footers) == 0:
+        raise schemas.SchemaError(contract.name, uri, None,
+                                  f"empty partition (0 rows in {len(footers)} file(s))")
+    return footers
 
 
-def _read(spark, contract: schemas.Contract, files: list[str]):
-    """Read ``files`` projecting the contract's columns; optional ones become null."""
+def checked_files(contract: schemas.Contract, uri: str, required: bool) -> list[str]:
+    return [f.path for f in checked_footers(contract, uri, required)]
+
+
+def _physical_key(contract: schemas.Contract, schema) -> tuple:
+    """The contract columns a file has, with their physical types: files that agree on
+    it can share one Spark read (Spark fails on mismatched widths within one read)."""
+    return tuple((c.name, str(schema.field(c.name).type)) for c in contract.columns
+                 if schema.get_field_index(c.name) >= 0)
+
+
+def _project(df, contract: schemas.Contract):
+    """``df`` cast to the contract's types, columns in contract order; optional ones null."""
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(*files)
     cols = []
     for col in contract.columns:
         spark_type = schemas._SPARK[col.kind]
@@ -41,87 +72,218 @@ def _read(spark, contract: schemas.Contract, files: list[str]):
     return df.select(*cols)
 
 
-def _split(df, reason_expr, source: str):
+def _read(spark, contract: schemas.Contract, footers: list[schemas.Footer]):
+    """Read the files cast to the contract: one Spark read per group of files with the same
+    physical schema (one read in the usual case where all agree), unioned by name."""
+    groups: dict[tuple, list[str]] = {}
+    for f in footers:
+        groups.setdefault(_physical_key(contract, f.schema), []).append(f.path)
+    frames = [_project(spark.read.parquet(*paths), contract) for paths in groups.values()]
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _split(df, reason_expr, source: str, cols: Optional[list[str]] = None):
+    """(clean, bad): rows whose reason is null, and the others as quarantine rows whose
+    row_json holds ``cols`` (default: every column) as read."""
     from pyspark.sql import functions as F
 
+    cols = cols or df.columns
     tagged = df.withColumn("_reason", reason_expr)
     clean = tagged.filter(F.col("_reason").isNull()).drop("_reason")
     bad = tagged.filter(F.col("_reason").isNotNull()).select(
         F.lit(source).alias("source"), F.col("_reason").alias("reason"),
         F.col("url").cast("string").alias("url"),
-        F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("row_json"))
+        F.to_json(F.struct(*[F.col(c) for c in cols])).alias("row_json"))
     return clean, bad
 
 
-def read_fetch_logs(spark, cfg: Config, run_date: str):
-    """Today's fetch logs as (clean, quarantined) DataFrames."""
+def normalize_host_expr(col):
+    """Spark twin of jobs.core.hosts.normalize_host (a test checks they agree): trim,
+    lowercase, strip one trailing dot, IDNA via java.net.IDN, then the host syntax."""
     from pyspark.sql import functions as F
 
-    files = checked_files(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", run_date), True)
-    df = _read(spark, schemas.FETCH_LOG, files)
+    trimmed = F.regexp_replace(col, rf"^{hosts.TRIM_CLASS}+|{hosts.TRIM_CLASS}+\z", "")
+    low = F.lower(trimmed)
+    h = F.when(low.endswith("."), low.substr(F.lit(1), F.length(low) - 1)).otherwise(low)
+    ace = F.when(h.rlike(r"[^\x00-\x7F]"),
+                 F.call_function("try_reflect", F.lit("java.net.IDN"), F.lit("toASCII"), h)
+                 ).otherwise(h)
+    ok = (F.length(ace) <= hosts.MAX_HOST_LENGTH) & ace.rlike(rf"^(?:{hosts.HOST_SYNTAX})\z")
+    return F.when(ok, ace)
+
+
+def with_url_checks(df, cfg: Config):
+    """Add ``_host`` (the URL's normalised host) and ``_url_reason`` (the reason of
+    jobs.core.hosts.url_problem, null when valid): the one URL rule of every input."""
+    from pyspark.sql import functions as F
+
+    url = F.col("url")
+    scheme = F.lower(F.regexp_extract(url, hosts.SCHEME, 1))
+    authority = F.regexp_extract(url, hosts.AUTHORITY, 1)
+    host_port = F.substring_index(authority, "@", -1)
+    raw = F.regexp_extract(host_port, rf"^(?:{hosts.HOST_PORT})\z", 1)
+    df = df.withColumn("_host", normalize_host_expr(raw))
+    reason = (F.when(url.isNull(), "null_url")
+              .when(F.length(url) > F.lit(cfg.ingest.max_url_length), "url_too_long")
+              .when(~scheme.isin(*hosts.HTTP_SCHEMES) | url.rlike(hosts.BAD_URL_CHARS)
+                    | F.col("_host").isNull(), "bad_url")
+              .when(authority.contains("@"), "url_userinfo"))
+    return df.withColumn("_url_reason", reason)
+
+
+def _clean_host(clean):
+    """The clean rows with ``host`` = the URL's normalised host, helper columns dropped."""
+    return clean.withColumn("host", clean["_host"]).drop("_host", "_url_reason")
+
+
+def _bad_importance(col: str, nullable: bool):
+    """NaN, +-inf or negative (and null unless ``nullable``): +inf once gave a priority of
+    4.8e307 and took its host's whole share."""
+    from pyspark.sql import functions as F
+
+    c = F.col(col)
+    bad = F.isnan(c) | (c < 0) | (c == F.lit(float("inf")))
+    return (c.isNull() | bad) if not nullable else bad
+
+
+def read_fetch_logs(spark, cfg: Config, run_date: str):
+    """Today's fetch logs as (clean, quarantined) DataFrames.
+
+    ``host`` is always the URL's normalised host; a row whose own host column names
+    another host is quarantined (``host_mismatch``) rather than filed under either.
+    Rows older than yesterday's last fetch of their URL need the previous state: see
+    :func:`split_stale_rows`.
+    """
+    from pyspark.sql import functions as F
+
+    footers = checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", run_date), True)
+    df = _read(spark, schemas.FETCH_LOG, footers)
+    cols = df.columns
     _, day_end = day_bounds(run_date)
-    proto = F.expr("lower(try_parse_url(url, 'PROTOCOL'))")
-    parsed_host = F.expr("lower(try_parse_url(url, 'HOST'))")
-    df = df.withColumn("host", F.coalesce(F.lower(F.col("host")), parsed_host))
-    reason = (F.when(F.col("url").isNull(), "null_url")
-              .when(~proto.isin("http", "https") | proto.isNull() | parsed_host.isNull()
-                    | (parsed_host == ""), "bad_url")
-              .when(F.col("fetched_at").isNull(), "null_fetched_at")
-              .when(F.col("fetched_at") >= F.lit(day_end), "future_fetched_at")
+    horizon = lateness_horizon(cfg, run_date)
+    df = with_url_checks(df, cfg)
+    given = F.col("host")
+    at = F.col("fetched_at")
+    reason = (F.when(F.col("_url_reason").isNotNull(), F.col("_url_reason"))
+              .when(given.isNotNull() & F.coalesce(normalize_host_expr(given) != F.col("_host"),
+                                                   F.lit(True)), "host_mismatch")
+              .when(at.isNull(), "null_fetched_at")
+              .when(at >= F.lit(day_end), "future_fetched_at")
+              .when(at < F.lit(horizon) if horizon else F.lit(False), "late_fetched_at")
               .when(F.col("status").isNull() | ~((F.col("status") == 0)
                     | F.col("status").between(100, 599)), "bad_status")
               .when(F.col("bytes").isNull() | (F.col("bytes") < 0), "negative_bytes"))
-    return _split(df, reason, "fetch_logs")
+    clean, bad = _split(df, reason, "fetch_logs", cols)
+    return _clean_host(clean), bad
+
+
+def split_stale_rows(logs, prev_state, quarantined=None):
+    """(clean, bad): log rows older than their URL's last fetch in ``prev_state`` are
+    quarantined (``stale_fetched_at``): folding them would rewind last_fetch_at and
+    last_known_at, and every later interval would be measured from the old time.
+
+    ``quarantined`` (the day's other fetch_logs quarantine rows) is unioned into ``bad``.
+    """
+    from pyspark.sql import functions as F
+
+    last = prev_state.select("url", F.col("last_fetch_at").alias("_prev_fetch_at"))
+    joined = logs.join(last, "url", "left")
+    reason = F.when(F.col("fetched_at") < F.col("_prev_fetch_at"), "stale_fetched_at")
+    clean, bad = _split(joined, reason, "fetch_logs", logs.columns)
+    clean = clean.select(*logs.columns)
+    return clean, (bad if quarantined is None else quarantined.unionByName(bad))
 
 
 def read_importance(spark, cfg: Config):
     from pyspark.sql import functions as F
 
-    files = checked_files(schemas.IMPORTANCE, cfg.paths.table("importance"), False)
-    if not files:
+    footers = checked_footers(schemas.IMPORTANCE, cfg.paths.table("importance"), False)
+    if not footers:
         return None, None
-    df = _read(spark, schemas.IMPORTANCE, files)
+    df = _read(spark, schemas.IMPORTANCE, footers)
     reason = (F.when(F.col("url").isNull(), "null_url")
-              .when(F.col("importance").isNull() | F.isnan("importance")
-                    | (F.col("importance") < 0), "bad_importance"))
+              .when(_bad_importance("importance", nullable=False), "bad_importance"))
     clean, bad = _split(df, reason, "importance")
     # One weight per URL: duplicates resolve to the largest, deterministically.
     return clean.groupBy("url").agg(F.max("importance").alias("importance")), bad
 
 
-def read_host_policy(spark, cfg: Config):
+def _host_policy_rows(spark, cfg: Config):
+    """host_policy rows as (valid with normalised host, quarantined), delays not yet bounded.
+
+    Rules: ``null_host``; ``bad_host`` (not a host name once normalised); ``bad_crawl_delay``
+    (null, NaN, inf or <= 0); ``bad_max_fetches`` (< 0).
+    """
     from pyspark.sql import functions as F
 
-    files = checked_files(schemas.HOST_POLICY, cfg.paths.table("host_policy"), False)
-    if not files:
+    footers = checked_footers(schemas.HOST_POLICY, cfg.paths.table("host_policy"), False)
+    if not footers:
         return None, None
-    df = _read(spark, schemas.HOST_POLICY, files).withColumn("url", F.lit(None).cast("string"))
+    df = _read(spark, schemas.HOST_POLICY, footers).withColumn("url", F.lit(None).cast("string"))
+    cols = df.columns
+    df = df.withColumn("_host", normalize_host_expr(F.col("host")))
+    delay = F.col("crawl_delay_s")
     reason = (F.when(F.col("host").isNull(), "null_host")
-              .when(F.col("crawl_delay_s").isNull() | F.isnan("crawl_delay_s")
-                    | (F.col("crawl_delay_s") <= 0), "bad_crawl_delay")
+              .when(F.col("_host").isNull(), "bad_host")
+              .when(delay.isNull() | F.isnan(delay) | (delay <= 0)
+                    | (delay == F.lit(float("inf"))), "bad_crawl_delay")
               .when(F.col("max_fetches_per_day") < 0, "bad_max_fetches"))
-    clean, bad = _split(df, reason, "host_policy")
-    clean = clean.withColumn("host", F.lower("host")).groupBy("host").agg(
+    clean, bad = _split(df, reason, "host_policy", cols)
+    return clean.withColumn("host", F.col("_host")).drop("_host", "url"), bad
+
+
+def read_host_policy(spark, cfg: Config):
+    """Valid host policy, one row per normalised host, and the quarantined rows.
+
+    Finite delays outside ``[politeness.min_crawl_delay_s, max_crawl_delay_s]`` are clamped
+    (a 1e-12 delay overflowed the host cap; 1e9 silently planned nothing): the host keeps a
+    usable, polite delay. :func:`crawl_delay_figures` counts them for the run record.
+    Duplicate hosts (also after normalising) keep the largest delay and the smallest cap.
+    """
+    from pyspark.sql import functions as F
+
+    clean, bad = _host_policy_rows(spark, cfg)
+    if clean is None:
+        return None, None
+    pol = cfg.politeness
+    bounded = F.least(F.greatest("crawl_delay_s", F.lit(pol.min_crawl_delay_s)),
+                      F.lit(pol.max_crawl_delay_s))
+    clean = clean.withColumn("crawl_delay_s", bounded).groupBy("host").agg(
         F.max("crawl_delay_s").alias("crawl_delay_s"),
         F.min("max_fetches_per_day").alias("max_fetches_per_day"))
     return clean, bad
 
 
-def read_frontier(spark, cfg: Config, run_date: str):
+def crawl_delay_figures(spark, cfg: Config) -> dict:
+    """Hosts whose host_policy delay was raised to the minimum or lowered to the maximum."""
     from pyspark.sql import functions as F
 
-    files = checked_files(schemas.FRONTIER, cfg.paths.table("frontier", run_date), False)
-    if not files:
+    clean, _ = _host_policy_rows(spark, cfg)
+    if clean is None:
+        return {"crawl_delay_raised": 0, "crawl_delay_lowered": 0}
+    pol, delay = cfg.politeness, F.col("crawl_delay_s")
+    row = clean.agg(
+        F.count_distinct(F.when(delay < pol.min_crawl_delay_s, F.col("host"))).alias("raised"),
+        F.count_distinct(F.when(delay > pol.max_crawl_delay_s, F.col("host"))).alias("lowered"),
+    ).first()
+    return {"crawl_delay_raised": int(row["raised"]), "crawl_delay_lowered": int(row["lowered"])}
+
+
+def read_frontier(spark, cfg: Config, run_date: str):
+    """Today's frontier as (clean, quarantined): the URL rule, and ``bad_importance`` for a
+    NaN, infinite or negative importance (null is fine: the host prior fills it)."""
+    from pyspark.sql import functions as F
+
+    footers = checked_footers(schemas.FRONTIER, cfg.paths.table("frontier", run_date), False)
+    if not footers:
         return None, None
-    df = _read(spark, schemas.FRONTIER, files)
-    parsed_host = F.expr("lower(try_parse_url(url, 'HOST'))")
-    proto = F.expr("lower(try_parse_url(url, 'PROTOCOL'))")
-    df = df.withColumn("host", parsed_host)
-    reason = (F.when(F.col("url").isNull(), "null_url")
-              .when(~proto.isin("http", "https") | proto.isNull() | F.col("host").isNull(),
-                    "bad_url")
-              .when(F.col("importance") < 0, "bad_importance"))
-    return _split(df, reason, "frontier")
+    df = _read(spark, schemas.FRONTIER, footers)
+    cols = df.columns
+    df = with_url_checks(df, cfg)
+    reason = (F.when(F.col("_url_reason").isNotNull(), F.col("_url_reason"))
+              .when(_bad_importance("importance", nullable=True), "bad_importance"))
+    clean, bad = _split(df, reason, "frontier", cols)
+    return _clean_host(clean), bad
 
 
 SIGNAL_SOURCES = ("sitemap", "feed", "websub", "indexnow")
@@ -130,28 +292,27 @@ SIGNAL_SOURCES = ("sitemap", "feed", "websub", "indexnow")
 def read_signals(spark, cfg: Config, run_date: str):
     """Today's push signals as (clean, quarantined), or (None, None) without a partition.
 
-    Rules: ``null_url``; ``bad_url`` (not http(s) or no host); ``null_signaled_at``;
-    ``future_signaled_at`` (at or after D+1 00:00 UTC: a claim about the future is not a
-    change); ``bad_source`` (not one of ``SIGNAL_SOURCES``). ``host`` is derived from the URL.
+    Rules: the URL rule (``null_url``, ``url_too_long``, ``bad_url``, ``url_userinfo``);
+    ``null_signaled_at``; ``future_signaled_at`` (at or after D+1 00:00 UTC: a claim about
+    the future is not a change); ``bad_source`` (not one of ``SIGNAL_SOURCES``). ``host`` is
+    the URL's normalised host.
     """
     from pyspark.sql import functions as F
 
-    files = checked_files(schemas.SIGNALS, cfg.paths.table("signals", run_date), False)
-    if not files:
+    footers = checked_footers(schemas.SIGNALS, cfg.paths.table("signals", run_date), False)
+    if not footers:
         return None, None
-    df = _read(spark, schemas.SIGNALS, files)
+    df = _read(spark, schemas.SIGNALS, footers)
+    cols = df.columns
     _, day_end = day_bounds(run_date)
-    parsed_host = F.expr("lower(try_parse_url(url, 'HOST'))")
-    proto = F.expr("lower(try_parse_url(url, 'PROTOCOL'))")
-    df = df.withColumn("host", parsed_host)
-    reason = (F.when(F.col("url").isNull(), "null_url")
-              .when(~proto.isin("http", "https") | proto.isNull() | F.col("host").isNull()
-                    | (F.col("host") == ""), "bad_url")
+    df = with_url_checks(df, cfg)
+    reason = (F.when(F.col("_url_reason").isNotNull(), F.col("_url_reason"))
               .when(F.col("signaled_at").isNull(), "null_signaled_at")
               .when(F.col("signaled_at") >= F.lit(day_end), "future_signaled_at")
               .when(F.col("source").isNull() | ~F.lower("source").isin(*SIGNAL_SOURCES),
                     "bad_source"))
-    return _split(df, reason, "signals")
+    clean, bad = _split(df, reason, "signals", cols)
+    return _clean_host(clean), bad
 
 
 def write_quarantine(cfg: Config, run_date: str, source: str, bad) -> int:

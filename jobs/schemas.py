@@ -94,19 +94,33 @@ def check_schema(contract: Contract, schema: pa.Schema, file: str) -> None:
                               f"expected {col.kind}, found {actual}")
 
 
-def check_files(contract: Contract, files: list[str]) -> None:
+@dataclass(frozen=True)
+class Footer:
+    """What a checked file's footer says: its Arrow schema and row count."""
+    path: str
+    schema: pa.Schema
+    num_rows: int
+
+
+def check_files(contract: Contract, files: list[str]) -> list[Footer]:
     """Check every Parquet file's footer against ``contract`` (footers only, no data).
 
     Paths may be local or object-store URIs (s3a:// included), as jobs.storage lists them.
+    Returns the footers, so readers can group files by physical schema without reading
+    them twice (jobs.ingest casts each group to the contract).
     """
     from jobs.storage import parquet_metadata
 
+    footers = []
     for path in files:
         try:
-            schema = parquet_metadata(path).schema.to_arrow_schema()
+            meta = parquet_metadata(path)
+            schema = meta.schema.to_arrow_schema()
         except Exception as exc:  # noqa: BLE001 - any failure to read a footer is "unreadable"
             raise SchemaError(contract.name, path, None, f"unreadable Parquet file ({exc})") from exc
         check_schema(contract, schema, path)
+        footers.append(Footer(path, schema, meta.num_rows))
+    return footers
 
 
 def C(name, kind, doc, nullable=False, required=True):
@@ -266,8 +280,12 @@ SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
 QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
                       "Input rows that failed validation, with the reason; never dropped silently.", (
     C("source", "string", "input table"),
-    C("reason", "string", "null_url, bad_url, bad_status, negative_bytes, null_fetched_at, "
-                          "future_fetched_at, bad_importance, bad_crawl_delay"),
+    C("reason", "string", "null_url, url_too_long, bad_url, url_userinfo, host_mismatch, "
+                          "null_fetched_at, future_fetched_at, late_fetched_at, "
+                          "stale_fetched_at, bad_status, negative_bytes, bad_importance, "
+                          "null_host, bad_host, bad_crawl_delay, bad_max_fetches, "
+                          "null_signaled_at, future_signaled_at, bad_source "
+                          "(docs/contract.md)"),
     C("url", "string", "the row's url", True),
     C("row_json", "string", "the whole row as JSON"),
 ))

@@ -190,6 +190,7 @@ def run(cfg: Config, run_date: str, spark=None, from_empty: bool = False) -> dic
     importance, bad_imp = ingest.read_importance(spark, cfg)
     signals, bad_sig = ingest.read_signals(spark, cfg, run_date)
     prev = _read_prev(spark, cfg, "state", schemas.STATE, run_date, from_empty)
+    logs, bad_logs = ingest.split_stale_rows(logs, prev, bad_logs)  # older than last fetch
     hosts_prev = _read_prev(spark, cfg, "hosts", schemas.HOSTS, run_date, from_empty)
 
     buckets = cfg.spark.state_buckets

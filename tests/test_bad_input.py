@@ -64,6 +64,6 @@ def test_optional_table_with_wrong_type_is_named(tmp_path):
 def test_spark_stage_checks_its_own_boundary(spark, tmp_path):
     bad, column = _broken(str(tmp_path), "missing_column")
     with pytest.raises(schemas.SchemaError) as err:
-        update_state.run(make_config(str(tmp_path)), DAY, spark)
+        update_state.run(make_config(str(tmp_path)), DAY, spark, from_empty=True)
     assert err.value.file == bad and err.value.column == column
     assert not os.path.exists(os.path.join(tmp_path, "state", f"dt={DAY}"))
