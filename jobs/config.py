@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import json
 import sys
 import tomllib
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
+from urllib.parse import urlparse
 
 
 class ConfigError(ValueError):
@@ -118,14 +120,54 @@ class SparkConfig:
                                                    "spark.ui.showConsoleProgress": "false"})
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_endpoint_url(url: Optional[str], allow_insecure: bool = False) -> None:
+    """Refuse a plain-http S3 endpoint off this machine unless explicitly allowed.
+
+    Empty means AWS itself (TLS). Loopback http is the local moto stack; anywhere else a
+    typo would send schedules (and credentials' signatures) in clear text.
+    """
+    if not url:
+        return
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"publish.endpoint_url {url!r} must be https://host[:port] "
+                          "(or http:// on loopback)")
+    if parsed.scheme == "http" and not _is_loopback(parsed.hostname) and not allow_insecure:
+        raise ConfigError(f"publish.endpoint_url {url!r} is plain http to another machine; use "
+                          "https, or set publish.allow_insecure_endpoint = true on purpose")
+
+
 @dataclass(frozen=True)
 class PublishConfig:
     target: str = _doc("Where schedules are published: s3://bucket/prefix, or a local "
                        "directory with the same layout.", default="s3://recrawl-schedules")
-    endpoint_url: Optional[str] = _doc("S3 endpoint; empty for AWS itself.",
-                                       default="http://127.0.0.1:9000")
+    endpoint_url: Optional[str] = _doc("S3 endpoint; empty (the default) for AWS itself over "
+                                       "TLS. A plain http:// endpoint must be loopback (the "
+                                       "demo's and tests' moto) unless allow_insecure_endpoint.",
+                                       default=None)
+    allow_insecure_endpoint: bool = _doc("Accept a plain-http endpoint_url that is not loopback "
+                                         "(schedules then travel in clear text).", default=False)
+    sse_kms_key_id: str = _doc("KMS key (id, ARN or alias) every published object is encrypted "
+                               "with (SSE-KMS headers on each PUT; the production bucket policy "
+                               "denies puts without them). Empty: no SSE header (moto, local).",
+                               default="")
+    lock_lease_s: float = _doc("Lease of a day's publish lock (renewed every third of it while "
+                               "publishing): a killed publish blocks reruns of its day this long.",
+                               default=60.0)
     max_workers: int = _doc("Concurrent uploads.", default=8)
     retries: int = _doc("Attempts per object on transient failures.", default=5)
+
+    def __post_init__(self):
+        check_endpoint_url(self.endpoint_url, self.allow_insecure_endpoint)
+        if not self.lock_lease_s > 0 or self.max_workers < 1 or self.retries < 1:
+            raise ConfigError("need publish.lock_lease_s > 0, max_workers >= 1, retries >= 1")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,9 @@ to S3 and one written to a directory list the same kind of key.
 from __future__ import annotations
 
 import base64
+import contextlib
+import datetime as dt
+import fcntl
 import hashlib
 import os
 import random
@@ -28,6 +31,7 @@ T = TypeVar("T")
 TRANSIENT_ERROR_CODES = frozenset({
     "InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException",
     "RequestTimeout", "RequestTimeTooSkewed", "RequestLimitExceeded", "TooManyRequestsException",
+    "ConditionalRequestConflict",  # 409: another conditional write to the key is in flight
 })
 TRANSIENT_EXCEPTIONS = (
     botocore.exceptions.ConnectionError,  # endpoint/connect/proxy connection errors
@@ -40,6 +44,27 @@ BOTOCORE_MAX_ATTEMPTS = 3
 
 class ObjectNotFound(KeyError):
     """The requested key does not exist in the store."""
+
+
+class ObjectAccessDenied(PermissionError):
+    """S3 answered 403 for a key.
+
+    Without ``s3:ListBucket`` on the prefix S3 answers 403, not 404, for a missing key, so
+    this means "missing or denied"; callers must not read it as "absent".
+    """
+
+
+class PreconditionFailed(RuntimeError):
+    """A conditional write lost: the key changed (or appeared, or vanished) since it was read."""
+
+
+@dataclass(frozen=True)
+class ObjectHead:
+    """A key's current version: ETag (no quotes), size, and its age by the store's own clock."""
+
+    etag: str
+    size: int
+    age_s: float
 
 
 @dataclass(frozen=True)
@@ -134,29 +159,92 @@ class ListedObject:
     etag: str
 
 
-class S3Store:
-    """Objects in one S3 bucket via boto3."""
+def _error_code(exc: botocore.exceptions.ClientError) -> tuple[str, int]:
+    """(S3 error code, HTTP status) of a botocore error."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    return str(exc.response.get("Error", {}).get("Code", "")), int(status)
 
-    def __init__(self, bucket: str, client) -> None:
+
+def _read_error(exc: botocore.exceptions.ClientError, key: str) -> Exception:
+    """Map a GET/HEAD error to ObjectNotFound / ObjectAccessDenied, else return it unchanged."""
+    code, status = _error_code(exc)
+    if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+        return ObjectNotFound(key)
+    if code in ("AccessDenied", "403", "Forbidden") or status == 403:
+        return ObjectAccessDenied(f"{key}: 403 access denied (missing, or the role may not read "
+                                  "it: without s3:ListBucket S3 answers 403 for a missing key)")
+    return exc
+
+
+class S3Store:
+    """Objects in one S3 bucket via boto3.
+
+    ``sse_kms_key_id`` set: every PUT asks for SSE-KMS with that key (the bucket policy
+    denies puts without it); unset: no encryption header (moto, local stacks).
+    """
+
+    def __init__(self, bucket: str, client, sse_kms_key_id: str | None = None) -> None:
         self.bucket = bucket
         self.client = client
+        self.sse_kms_key_id = sse_kms_key_id or None
 
     def get_bytes(self, key: str) -> bytes:
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=key)
         except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise ObjectNotFound(key) from exc
-            raise
+            raise _read_error(exc, key) from exc
         return response["Body"].read()
 
+    def head(self, key: str) -> ObjectHead | None:
+        """The key's ETag, size and age (server Date minus Last-Modified), or None if absent."""
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=key)
+        except botocore.exceptions.ClientError as exc:
+            error = _read_error(exc, key)
+            if isinstance(error, ObjectNotFound):
+                return None
+            raise error from exc
+        server_now = _http_date(response["ResponseMetadata"].get("HTTPHeaders", {}).get("date"))
+        age = (server_now - response["LastModified"]).total_seconds() if server_now else 0.0
+        return ObjectHead(response.get("ETag", "").strip('"'), int(response["ContentLength"]), age)
+
+    def stored_sha256(self, key: str) -> str | None:
+        """Hex SHA-256 S3 verified on upload (None if unknown): for encrypted objects,
+        whose ETag is not the MD5 of their bytes."""
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
+        except botocore.exceptions.ClientError:
+            return None
+        value = response.get("ChecksumSHA256")
+        return base64.b64decode(value).hex() if value and "-" not in value else None
+
     def put_bytes(self, key: str, data: bytes, *, content_type: str,
-                  metadata: dict[str, str] | None = None) -> str:
-        """Upload ``data``; S3 checks the SHA-256 we send, so corruption in transit fails."""
-        response = self.client.put_object(
-            Bucket=self.bucket, Key=key, Body=data, ContentType=content_type,
-            Metadata=metadata or {}, ChecksumAlgorithm="SHA256",
-            ChecksumSHA256=base64.b64encode(hashlib.sha256(data).digest()).decode())
+                  metadata: dict[str, str] | None = None, if_match: str | None = None,
+                  if_none_match: bool = False) -> str:
+        """Upload ``data``; S3 checks the SHA-256 we send, so corruption in transit fails.
+
+        ``if_match`` (an ETag) / ``if_none_match``: S3's atomic conditional write; a lost
+        condition raises PreconditionFailed.
+        """
+        kwargs = {}
+        if if_match is not None:
+            kwargs["IfMatch"] = f'"{if_match}"'
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        if self.sse_kms_key_id:
+            kwargs.update(ServerSideEncryption="aws:kms", SSEKMSKeyId=self.sse_kms_key_id)
+        try:
+            response = self.client.put_object(
+                Bucket=self.bucket, Key=key, Body=data, ContentType=content_type,
+                Metadata=metadata or {}, ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=base64.b64encode(hashlib.sha256(data).digest()).decode(), **kwargs)
+        except botocore.exceptions.ClientError as exc:
+            code, status = _error_code(exc)
+            # If-Match on a key that is gone answers 404: the condition lost all the same.
+            if kwargs.keys() & {"IfMatch", "IfNoneMatch"} and (
+                    status == 412 or code == "PreconditionFailed" or (if_match and status == 404)):
+                raise PreconditionFailed(f"s3://{self.bucket}/{key}: {code or status}") from exc
+            raise
         return response.get("ETag", "").strip('"')
 
     def list(self, prefix: str) -> Iterator[ListedObject]:
@@ -174,11 +262,50 @@ class S3Store:
                 raise RuntimeError(f"delete failed in s3://{self.bucket}: {response['Errors'][:5]}")
 
 
+def _http_date(value: str | None) -> dt.datetime | None:
+    """Parse an HTTP Date header (the server's clock), None if absent or unreadable."""
+    from email.utils import parsedate_to_datetime
+    try:
+        parsed = parsedate_to_datetime(value) if value else None
+    except (TypeError, ValueError):
+        return None
+    # HTTP dates are GMT; "-0000" parses as naive.
+    return parsed.replace(tzinfo=dt.timezone.utc) if parsed and parsed.tzinfo is None else parsed
+
+
 class LocalStore:
-    """Objects as files under a directory; writes are atomic (temp file + rename)."""
+    """Objects as files under a directory; writes are atomic (temp file + rename).
+
+    Conditional writes hold an flock on ``<root>/.cas.lock`` around check-and-rename, so
+    processes on one machine get the same compare-and-swap S3 gives; ETags are MD5s.
+    """
 
     def __init__(self, root: str) -> None:
         self.root = Path(root)
+
+    @contextlib.contextmanager
+    def _cas_lock(self):
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".cas.lock", "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def head(self, key: str) -> ObjectHead | None:
+        path = self._path(key)
+        try:
+            data, stat = path.read_bytes(), path.stat()
+        except FileNotFoundError:
+            return None
+        return ObjectHead(hashlib.md5(data).hexdigest(), stat.st_size, time.time() - stat.st_mtime)
+
+    def stored_sha256(self, key: str) -> str | None:
+        try:
+            return hashlib.sha256(self._path(key).read_bytes()).hexdigest()
+        except FileNotFoundError:
+            return None
 
     def _path(self, key: str) -> Path:
         if not key or key.startswith("/") or ".." in key.split("/"):
@@ -192,7 +319,18 @@ class LocalStore:
             raise ObjectNotFound(key) from exc
 
     def put_bytes(self, key: str, data: bytes, *, content_type: str,
-                  metadata: dict[str, str] | None = None) -> str:
+                  metadata: dict[str, str] | None = None, if_match: str | None = None,
+                  if_none_match: bool = False) -> str:
+        if if_match is None and not if_none_match:
+            return self._write(key, data)
+        with self._cas_lock():
+            current = self.head(key)
+            if (if_none_match and current) or (if_match is not None and (
+                    current is None or current.etag != if_match)):
+                raise PreconditionFailed(f"{self.root / key}: changed since read")
+            return self._write(key, data)
+
+    def _write(self, key: str, data: bytes) -> str:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         # A reader must never see a half-written file under its final name.
@@ -204,7 +342,7 @@ class LocalStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return ""
+        return hashlib.md5(data).hexdigest()
 
     def list(self, prefix: str) -> Iterator[ListedObject]:
         base = self.root / prefix if prefix else self.root
@@ -213,7 +351,8 @@ class LocalStore:
             return
         for path in sorted(start.rglob("*")):
             key = path.relative_to(self.root).as_posix()
-            if path.is_file() and key.startswith(prefix) and not path.name.startswith(".tmp-"):
+            # Dot files are temp files and the CAS lock, never objects.
+            if path.is_file() and key.startswith(prefix) and not path.name.startswith("."):
                 yield ListedObject(key, path.stat().st_size, "")
 
     def delete(self, keys: list[str]) -> None:
@@ -221,11 +360,11 @@ class LocalStore:
             self._path(key).unlink(missing_ok=True)
 
 
-def open_store(uri: str, *, endpoint_url: str | None = None,
-               max_pool_connections: int = 10) -> tuple[S3Store | LocalStore, Location]:
+def open_store(uri: str, *, endpoint_url: str | None = None, max_pool_connections: int = 10,
+               sse_kms_key_id: str | None = None) -> tuple[S3Store | LocalStore, Location]:
     """Return the store for ``uri`` and its parsed Location (whose prefix keys start with)."""
     location = parse_location(uri)
     if location.is_s3:
         client = make_s3_client(endpoint_url, max_pool_connections)
-        return S3Store(location.bucket, client), location
+        return S3Store(location.bucket, client, sse_kms_key_id), location
     return LocalStore(location.root), location

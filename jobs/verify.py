@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.core.http_fields import HEADER_CHECKS, safe_request_text
-from jobs.objstore import ObjectNotFound, join_key, open_store, with_retries
+from jobs.objstore import ObjectAccessDenied, ObjectNotFound, join_key, open_store, with_retries
 from jobs.publish import MANIFEST_NAME, check_date, day_prefix
 from jobs.shards import SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION
 
@@ -87,6 +87,8 @@ def load_manifest(store, manifest_key: str, where: str) -> dict:
         manifest = json.loads(with_retries(lambda: store.get_bytes(manifest_key)))
     except ObjectNotFound:
         raise VerificationError([f"no manifest at {where}"]) from None
+    except ObjectAccessDenied as exc:  # 403: missing-or-denied, never "no such day"
+        raise VerificationError([f"manifest at {where} is missing or denied: {exc}"]) from None
     except json.JSONDecodeError as exc:
         raise VerificationError([f"manifest at {where} is not JSON: {exc}"]) from None
     if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEDULE_SCHEMA_VERSION:
@@ -114,6 +116,8 @@ def _fetch_checked(store, entry: dict) -> tuple[bytes | None, list[str]]:
         data = with_retries(lambda: store.get_bytes(key))
     except ObjectNotFound:
         return None, [f"{key}: listed in manifest but missing"]
+    except ObjectAccessDenied as exc:
+        return None, [f"listed in manifest but missing or denied: {exc}"]
     problems = []
     if len(data) != entry.get("bytes"):
         problems.append(f"{key}: size {len(data)} != manifest {entry.get('bytes')}")
@@ -402,6 +406,7 @@ def read_schedule(target: str, date: str, endpoint_url: str | None = None, *,
     store, location = open_store(target, endpoint_url=endpoint_url)
     prefix = day_prefix(location.prefix, date)
     manifest_key = join_key(prefix, MANIFEST_NAME)
+    gone: Exception | None = None
     for _ in range(READ_ATTEMPTS):
         manifest = load_manifest(store, manifest_key, location.uri(manifest_key))
         entries = [e for e in manifest["files"] if shards is None or e["shard"] in shards]
@@ -412,12 +417,13 @@ def read_schedule(target: str, date: str, endpoint_url: str | None = None, *,
                 if hashlib.sha256(data).hexdigest() != entry["sha256"]:
                     raise VerificationError([f"{entry['key']}: sha256 does not match manifest"])
                 tables.append(pq.read_table(io.BytesIO(data)))
-        except ObjectNotFound:
-            continue  # republished meanwhile: start over from the new manifest
+        except (ObjectNotFound, ObjectAccessDenied) as exc:
+            gone = exc  # republished meanwhile (403: same, for a role without ListBucket)
+            continue  # start over from the new manifest
         table = pa.concat_tables(tables) if tables else SCHEDULE_SCHEMA.empty_table()
         return table.replace_schema_metadata(None).to_pandas()
     raise VerificationError([f"{location.uri(manifest_key)} kept changing during "
-                             f"{READ_ATTEMPTS} reads"])
+                             f"{READ_ATTEMPTS} reads (last: {gone!r})"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,11 @@ Usage::
         client = s3.client()          # boto3 over HTTP to s3.endpoint_url
         client.create_bucket(Bucket="b")
 
+The server runs every write (PUT/POST/DELETE) one at a time: moto checks ``If-Match`` /
+``If-None-Match`` and then stores, in two steps, so two racing conditional PUTs could
+both win on moto while S3 guarantees exactly one does; serialising writes gives tests
+S3's semantics (``tests/test_publish_concurrency.py`` checks it).
+
 ``FlakyProxy`` sits between a client and the server and answers the first N matching
 requests with an HTTP error (or drops the connection), to exercise retry paths with
 real HTTP traffic rather than a mocked boto3; its ``hook`` runs before each forwarded
@@ -64,13 +69,44 @@ def dummy_aws_env() -> Iterator[None]:
                 os.environ[key] = value
 
 
+def serialised_writes(app):
+    """WSGI middleware running one write request at a time (reads stay concurrent)."""
+    lock = threading.Lock()
+
+    def wrapped(environ, start_response):
+        if environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE"):
+            with lock:
+                # Consume the whole response inside the lock: the write happens while it is built.
+                return list(app(environ, start_response))
+        return app(environ, start_response)
+
+    return wrapped
+
+
+def _atomic_moto_server():
+    """moto's ThreadedMotoServer whose writes are serialised (conditional writes atomic)."""
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import (DomainDispatcherApplication, MotoRequestHandler,
+                                               create_backend_app)
+    from werkzeug.serving import make_server
+
+    class AtomicMotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = serialised_writes(DomainDispatcherApplication(create_backend_app))
+            self._server = make_server(self._ip_address, self._port, app, True,
+                                       request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return AtomicMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+
+
 class MotoS3Server:
-    """moto's ThreadedMotoServer bound to 127.0.0.1 on a port the OS picks."""
+    """moto's ThreadedMotoServer bound to 127.0.0.1 on a port the OS picks, writes serialised."""
 
     def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server = _atomic_moto_server()
         self.endpoint_url: str | None = None
 
     def start(self) -> "MotoS3Server":
@@ -106,7 +142,8 @@ class MotoS3Server:
 class FlakyProxy:
     """Loopback HTTP proxy to ``upstream`` failing the first ``failures`` matching requests.
 
-    ``mode`` is ``"503"`` (answer 503 SlowDown-style XML) or ``"drop"`` (close the
+    ``mode`` is ``"503"`` (answer 503 SlowDown-style XML), ``"403"`` (AccessDenied, what S3
+    answers for a missing key to a role without ListBucket) or ``"drop"`` (close the
     connection without answering). A request matches when its method is in ``methods``
     and ``path_contains`` occurs in its path. ``seen`` counts every request by method.
     """
@@ -114,8 +151,8 @@ class FlakyProxy:
     def __init__(self, upstream: str, failures: int = 0, *, methods: tuple[str, ...] = ("PUT",),
                  path_contains: str = "", mode: str = "503",
                  hook: Callable[[str, str], None] | None = None) -> None:
-        if mode not in ("503", "drop"):
-            raise ValueError(f"mode must be '503' or 'drop', got {mode!r}")
+        if mode not in ("503", "403", "drop"):
+            raise ValueError(f"mode must be '503', '403' or 'drop', got {mode!r}")
         self.upstream = upstream.removeprefix("http://")
         self.remaining = failures
         self.hook = hook
@@ -140,9 +177,10 @@ class FlakyProxy:
                         self.close_connection = True
                         self.connection.close()
                         return
-                    payload = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown"
+                    status, code = (403, b"AccessDenied") if mode == "403" else (503, b"SlowDown")
+                    payload = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>" + code +
                                b"</Code><Message>Please reduce your request rate.</Message></Error>")
-                    self.send_response(503)
+                    self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
@@ -158,7 +196,8 @@ class FlakyProxy:
                 data = response.read()
                 self.send_response(response.status)
                 for key, value in response.getheaders():
-                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length",
+                                           "date", "server"):  # send_response sent its own
                         self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

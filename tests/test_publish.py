@@ -38,11 +38,17 @@ def bucket(s3, request):
 
 
 def snapshot(s3, bucket):
-    """Every object in the bucket: key -> (etag, bytes)."""
+    """Every schedule object in the bucket: key -> (etag, bytes); publish locks left out
+    (bookkeeping outside the day's prefix, with a fresh owner id per publish)."""
     client = s3.client()
     listing = client.list_objects_v2(Bucket=bucket).get("Contents", [])
     return {o["Key"]: (o["ETag"], client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read())
-            for o in listing}
+            for o in listing if "/_locks/" not in o["Key"]}
+
+
+def lock_state(s3, bucket, key):
+    """The ``state`` field of a publish lock object."""
+    return json.loads(s3.client().get_object(Bucket=bucket, Key=key)["Body"].read())["state"]
 
 
 def sorted_rows(df):
@@ -65,6 +71,7 @@ def test_publish_then_read_back_through_the_manifest(s3, bucket, tmp_path):
     for entry in manifest["files"]:
         assert len(objects[entry["key"]][1]) == entry["bytes"]
     assert set(objects) == {e["key"] for e in manifest["files"]} | {result.manifest_key}
+    assert lock_state(s3, bucket, f"crawl/schedules/_locks/dt={DATE}.json") == "released"
     back = read_schedule(f"s3://{bucket}/crawl", DATE, endpoint_url=s3.endpoint_url)
     assert sorted_rows(back).equals(sorted_rows(df))
     one = read_schedule(f"s3://{bucket}/crawl", DATE, endpoint_url=s3.endpoint_url, shards={infos[0]["shard"]})
@@ -214,11 +221,13 @@ def test_local_directory_target_has_the_same_layout(tmp_path):
     infos = stage_schedule(df, str(tmp_path / "staging"))
     out = tmp_path / "out"
     first = publish(str(tmp_path / "staging"), f"file://{out}", DATE, EXTRA)
-    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    day_files = lambda: {p.relative_to(out).as_posix(): p.read_bytes()
+                         for p in (out / "schedules" / f"dt={DATE}").rglob("*") if p.is_file()}
+    before = day_files()
     assert set(before) == {f"schedules/dt={DATE}/{i['file']}" for i in infos} | {first.manifest_key}
-    publish(str(tmp_path / "staging"), str(out), DATE, EXTRA)
-    after = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    assert after == before
+    assert json.loads((out / "schedules" / "_locks" / f"dt={DATE}.json").read_text())["state"] == "released"
+    again = publish(str(tmp_path / "staging"), str(out), DATE, EXTRA)
+    assert day_files() == before and again.uploaded == ()
     assert sorted_rows(read_schedule(str(out), DATE)).equals(sorted_rows(df))
     stage_schedule(sample_schedule(seed=9), str(tmp_path / "staging2"), n_shards=2)
     second = publish(str(tmp_path / "staging2"), str(out), DATE, EXTRA)
