@@ -77,6 +77,15 @@ def start_s3(port: int) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+def demo_overrides(root: Path, endpoint: str) -> list[str]:
+    """The demo's config: its local S3 endpoint set explicitly, since the default (empty)
+    is AWS itself and a demo must never publish there."""
+    if not endpoint:
+        raise ValueError("the demo publishes to its loopback S3 server only: endpoint required")
+    return [f"paths.root={root}", f"publish.target=s3://{BUCKET}",
+            f"publish.endpoint_url={endpoint}", "spark.master=local[2]"]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--date", default="2026-11-29", help="logical date D to run")
@@ -98,9 +107,7 @@ def main(argv=None) -> int:
     root = workdir / "data"
     (workdir / "airflow").mkdir(parents=True, exist_ok=True)
     endpoint = start_s3(args.port)
-    base = [f"paths.root={root}", f"publish.target=s3://{BUCKET}",
-            f"publish.endpoint_url={endpoint}", "spark.master=local[2]"]
-    cfg = load_config(None, base + args.set)
+    cfg = load_config(None, demo_overrides(root, endpoint) + args.set)
     config_path = workdir / "recrawl.toml"
     config_path.write_text(toml_text(cfg))
 

@@ -277,3 +277,56 @@ def test_local_stack_script_and_clis(tmp_path, monkeypatch):
     finally:
         stopped = run("stop")
     assert stopped.stdout.strip() == "stopped" and run("status").returncode == 1
+
+
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+
+
+def test_sse_kms_headers_on_every_object_when_a_key_is_configured(s3, bucket, tmp_path):
+    """The production bucket policy denies puts without SSE-KMS: shards, manifest and lock
+    must all carry it; a rerun still recognises identical shards (no re-upload)."""
+    stage_schedule(sample_schedule(), str(tmp_path))
+    target = f"s3://{bucket}"
+    result = publish(str(tmp_path), target, DATE, EXTRA, endpoint_url=s3.endpoint_url,
+                     sse_kms_key_id=KMS_KEY)
+    client = s3.client()
+    keys = [*result.uploaded, result.manifest_key, f"schedules/_locks/dt={DATE}.json"]
+    for key in keys:
+        head = client.head_object(Bucket=bucket, Key=key)
+        assert (head.get("ServerSideEncryption"), head.get("SSEKMSKeyId")) == ("aws:kms", KMS_KEY), key
+    again = publish(str(tmp_path), target, DATE, EXTRA, endpoint_url=s3.endpoint_url,
+                    sse_kms_key_id=KMS_KEY)
+    assert again.uploaded == () and len(again.skipped) == 4
+
+
+def test_no_sse_header_without_a_key(s3, bucket, tmp_path):
+    stage_schedule(sample_schedule(), str(tmp_path))
+    result = publish(str(tmp_path), f"s3://{bucket}", DATE, EXTRA, endpoint_url=s3.endpoint_url)
+    for key in [*result.uploaded, result.manifest_key]:
+        assert "ServerSideEncryption" not in s3.client().head_object(Bucket=bucket, Key=key)
+
+
+def test_config_kwargs_carry_the_publish_section(monkeypatch):
+    from jobs.config import load_config
+    cfg = load_config(None, [f"publish.sse_kms_key_id={KMS_KEY}", "publish.lock_lease_s=90",
+                             "publish.endpoint_url=https://s3.eu-west-1.amazonaws.com"])
+    kwargs = publish_module.config_kwargs(cfg.publish)
+    assert kwargs["sse_kms_key_id"] == KMS_KEY and kwargs["lock_lease_s"] == 90.0
+    assert kwargs["endpoint_url"] == "https://s3.eu-west-1.amazonaws.com"
+    assert publish_module.config_kwargs(load_config(None, []).publish)["endpoint_url"] is None
+
+
+@pytest.mark.parametrize("denied", ["_manifest.json", "shard-"])
+def test_reader_reports_403_as_missing_or_denied(s3, bucket, tmp_path, denied):
+    """Without s3:ListBucket S3 answers 403 for a missing key: the reader and verify must
+    say "missing or denied" (a named VerificationError), not crash on a raw ClientError."""
+    from jobs.verify import VerificationError
+    stage_schedule(sample_schedule(), str(tmp_path))
+    target = f"s3://{bucket}"
+    publish(str(tmp_path), target, DATE, EXTRA, endpoint_url=s3.endpoint_url)
+    with FlakyProxy(s3.endpoint_url, failures=10_000, methods=("GET",), path_contains=denied,
+                    mode="403") as proxy:
+        with pytest.raises(VerificationError, match="missing or denied|403"):
+            read_schedule(target, DATE, endpoint_url=proxy.endpoint_url)
+        with pytest.raises(VerificationError, match="missing or denied"):
+            verify(target, DATE, endpoint_url=proxy.endpoint_url)

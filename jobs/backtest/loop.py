@@ -128,10 +128,16 @@ def day_str(params: WebParams, day: int) -> str:
 
 def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | None,
                    budget: int | None = None) -> Config:
-    """The planner's config for one policy on one data root."""
+    """The planner's config for one policy on one data root.
+
+    The publish endpoint is always explicit: the loopback S3 server's, or with none (the
+    history, which publishes nothing) a local directory, never AWS by default.
+    """
+    target = (f"s3://{BUCKET}/{root.parent.name}" if endpoint
+              else str(root.parent / "published"))
     base = [f"paths.root={root}", "spark.master=local[2]", "spark.state_buckets=2",
             "schedule.n_shards=4", f"budget.daily_fetches={budget if budget is not None else spec.budget}",
-            f"publish.target=s3://{BUCKET}/{root.parent.name}", "publish.max_workers=4",
+            f"publish.target={target}", "publish.max_workers=4",
             f"publish.endpoint_url={endpoint or ''}"]
     if policy == "oracle":
         keys = [k for k in ORACLE_KEYS if config_has(k)]
