@@ -48,7 +48,12 @@ with DAG(
     start_date=pendulum.parse(cfg.airflow.start_date, tz="UTC"),
     catchup=cfg.airflow.catchup,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=5)},
+    # D+1 never runs on top of a failed D: each task waits for its own previous run to have
+    # succeeded, and one run at a time makes a catch-up replay the days in date order. The
+    # stages also refuse an uncommitted input partition themselves (jobs.partitions).
+    default_args={"retries": cfg.airflow.retries,
+                  "retry_delay": timedelta(seconds=cfg.airflow.retry_delay_s),
+                  "depends_on_past": True},
     tags=["recrawl"],
     doc_md=__doc__,
 ) as dag:

@@ -10,8 +10,8 @@ the driver from a priority histogram of the candidates (not the page table) and 
 build_schedule.
 
 Inputs beyond state: frontier/, host_policy/, and when present the hosts/dt=D table of the
-update side (cap_factor, trust_etag, trust_lm, audit_wanted) and the oracle table
-``allocation.lambda_table``. Without them: trust both validators, cap_factor 1, no audits.
+update side (cap_factor, trust_etag, trust_lm, audit_wanted), which must be committed, and
+the oracle table ``allocation.lambda_table``.
 
 Run: ``python -m jobs.allocate --date D`` or ``spark-submit jobs/allocate.py --date D``.
 """
@@ -22,7 +22,7 @@ import sys
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
 
-from jobs import budget_cut, ingest, schemas, storage  # noqa: E402
+from jobs import budget_cut, ingest, partitions, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
@@ -48,12 +48,10 @@ def load_pages(spark, cfg: Config, run_date: str):
     """Known pages (state) and new frontier pages, joined with host politeness."""
     from pyspark.sql import functions as F
 
-    files = storage.list_parquet_files(cfg.paths.table("state", run_date))
-    if not files:
-        raise schemas.SchemaError("state", cfg.paths.table("state", run_date), None,
-                                  "no state for this date; run update_state first")
+    files = partitions.committed_files(cfg.paths.table("state", run_date), "state")
     schemas.check_files(schemas.STATE, files)
-    state = spark.read.parquet(*files)
+    state = (spark.read.parquet(*files) if files
+             else spark.createDataFrame([], schemas.STATE.spark_ddl()))
     signal = (F.col("pending_signal_at").cast("timestamp") if "pending_signal_at" in state.columns
               else F.lit(None).cast("timestamp"))
     known = state.select(
@@ -96,20 +94,22 @@ def load_pages(spark, cfg: Config, run_date: str):
     return with_oracle(spark, cfg, with_host_health(spark, cfg, run_date, pages)), quarantined
 
 
-HOST_DEFAULTS = {"cap_factor": ("double", 1.0), "trust_etag": ("boolean", True),
-                 "trust_lm": ("boolean", True), "audit_wanted": ("boolean", False)}
+# For a host the committed hosts table has no row for (a frontier-only host): trust no
+# validator until it has earned it, full cap, no audit.
+HOST_DEFAULTS = {"cap_factor": ("double", 1.0), "trust_etag": ("boolean", False),
+                 "trust_lm": ("boolean", False), "audit_wanted": ("boolean", False)}
 
 
 def with_host_health(spark, cfg: Config, run_date: str, pages):
-    """Join the update side's hosts/dt=D table (issue 3); absent table or column -> the
-    defaults: trust both validators, cap_factor 1, no audits."""
+    """Join the update side's committed hosts/dt=D table (issue 3). A missing or uncommitted
+    table is a MissingPartitionError: "trust every validator" is never a fallback."""
     from pyspark.sql import functions as F
 
-    files = storage.list_parquet_files(cfg.paths.table("hosts", run_date))
-    hosts = spark.read.parquet(*files) if files else None
-    if hosts is not None:
-        cols = [F.col(c).cast(t).alias(c) for c, (t, _) in HOST_DEFAULTS.items()
-                if c in hosts.columns]
+    files = partitions.committed_files(cfg.paths.table("hosts", run_date), "hosts")
+    schemas.check_files(schemas.HOSTS, files)
+    if files:
+        hosts = spark.read.parquet(*files)
+        cols = [F.col(c).cast(t).alias(c) for c, (t, _) in HOST_DEFAULTS.items()]
         pages = pages.join(hosts.select("host", *cols).dropDuplicates(["host"]), "host", "left")
     for c, (t, default) in HOST_DEFAULTS.items():
         value = F.lit(default).cast(t)
@@ -151,15 +151,15 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
 
     candidates = pages.groupBy("host").applyInPandas(plan, host_plan.CANDIDATE_DDL)
     cand_path = work_path(cfg, run_date, "candidates")
-    candidates.write.mode("overwrite").parquet(cand_path)
-
-    written = spark.read.parquet(cand_path)
+    # Files first, the cut solved from exactly those files, then both committed together.
+    files = partitions.append_files(candidates, cand_path)
+    written = spark.read.parquet(*files)
     cut = budget_cut.solve(written, cfg, rate_info["lane_budgets"])
     sums = ["due_count", "carried", "known_urls", "weight_sum", "weighted_freshness",
             "w_fast", "wf_fast", "w_refresh", "wf_refresh", "signals", "discovery_deferred"]
     totals = (written.filter(F.col("url").isNull())
               .agg(*[F.sum(c).alias(c) for c in sums]).first().asDict())
-    storage.write_json(work_path(cfg, run_date, "cut.json"), cut)
+    partitions.commit_files(cand_path, "candidates", files, extra={"cut": cut})
 
     def ratio(num, den):
         return float(totals[num] / totals[den]) if totals[den] else None

@@ -99,7 +99,8 @@ def main(argv=None) -> int:
               flush=True)
         for d in days:
             validate_logs.run(cfg, d)
-            timed(f"update_state {d}", lambda d=d: update_state.run(cfg, d, spark), None)
+            timed(f"update_state {d}", lambda d=d: update_state.run(
+                cfg, d, spark, bootstrap=(d == days[0])), None)
     if args.synthetic:
         from jobs.bench_state import write_synthetic
 

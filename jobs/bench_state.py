@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 
-from jobs import schemas, storage
+from jobs import partitions, schemas, storage
 
 DAY_S = 86400.0
 
@@ -67,6 +67,25 @@ def _state_chunk(host_ids, page_ids, run_date, run_end, rng, schema):
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _write_hosts(root: str, run_date: str, hosts: int) -> None:
+    """hosts/dt=D, which allocate requires: every host trusts both validators, full cap."""
+    names = np.char.add("h", np.arange(hosts).astype(str))
+    given = {"host": names, "validator_class": np.full(hosts, "honest_etag"),
+             "trust_etag": np.ones(hosts, bool), "trust_lm": np.ones(hosts, bool),
+             "audit_wanted": np.zeros(hosts, bool), "cap_factor": np.ones(hosts),
+             "signal_accuracy": np.full(hosts, 0.5), "signal_trusted": np.zeros(hosts, bool),
+             "updated_dt": np.full(hosts, np.datetime64(run_date), "datetime64[D]")}
+    schema = schemas.HOSTS.arrow_schema()
+    table = pa.Table.from_arrays(
+        [pa.array(given[f.name], type=f.type) if f.name in given
+         else pa.nulls(hosts, f.type) if f.nullable else pa.array(np.zeros(hosts), type=f.type)
+         for f in schema], schema=schema)
+    hosts_dir = f"{root.rstrip('/')}/hosts/dt={run_date}"
+    storage.delete_dir(hosts_dir)
+    storage.write_parquet(f"{hosts_dir}/part-00000.parquet", table)
+    partitions.commit_files(hosts_dir, "hosts", storage.list_parquet_files(hosts_dir))
+
+
 def write_synthetic(root: str, run_date: str, urls: int, hosts: int, seed: int = 0,
                     frontier_share: float = 0.05, chunk_rows: int = 1_000_000) -> dict:
     """Write state/dt=run_date and frontier/dt=run_date under ``root``; returns row counts."""
@@ -81,6 +100,8 @@ def write_synthetic(root: str, run_date: str, urls: int, hosts: int, seed: int =
         ids = np.arange(start, min(urls, start + chunk_rows))
         table = _state_chunk(host_of[ids], ids, run_date, run_end, rng, schema)
         storage.write_parquet(f"{state_dir}/part-{part:05d}.parquet", table)
+    partitions.commit_files(state_dir, "state", storage.list_parquet_files(state_dir))
+    _write_hosts(root, run_date, hosts)
     n_frontier = int(frontier_share * urls)
     frontier_dir = f"{root.rstrip('/')}/frontier/dt={run_date}"
     storage.delete_dir(frontier_dir)

@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from jobs import budget_cut, schemas, shards, storage  # noqa: E402
+from jobs import budget_cut, partitions, schemas, shards, storage  # noqa: E402
 from jobs.allocate import planning_window, work_path  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
@@ -82,10 +82,10 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
 
     spark = spark or get_spark(cfg, "build_schedule")
     window_start, window_end = planning_window(run_date)
-    cut = storage.read_json(work_path(cfg, run_date, "cut.json"))
-    if cut is None:
-        raise FileNotFoundError(f"no budget cut for {run_date}; run allocate first")
-    candidates = spark.read.parquet(work_path(cfg, run_date, "candidates"))
+    cand_path = work_path(cfg, run_date, "candidates")
+    files = partitions.committed_files(cand_path, "candidates")  # refuses before any delete
+    cut = partitions.read_marker(cand_path)["extra"]["cut"]
+    candidates = spark.read.parquet(*files)
     selected = budget_cut.apply(candidates, cut)
     selected, conversions = audit_conversions(selected, cfg, schedule_date(run_date))
     # Audit-sample visits keep lane ``audit``: update_state scores exactly the fetch-log rows
@@ -182,7 +182,7 @@ def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
     frame = pd.DataFrame([row])[schemas.METRICS.names].astype(object)
     frame = frame.where(pd.notna(frame), None)
     df = spark.createDataFrame(frame, schemas.METRICS.spark_ddl())
-    df.coalesce(1).write.mode("overwrite").parquet(cfg.paths.table("metrics", run_date))
+    partitions.write_committed(df.coalesce(1), cfg.paths.table("metrics", run_date), "metrics")
 
 
 def main(argv=None) -> int:

@@ -3,17 +3,32 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Callable
+import sys
+from typing import Callable, Optional
 
 from jobs.config import Config, add_config_args, config_from_args
 
+EXIT_REFUSED = 2  # a named refusal (missing/uncommitted input, broken contract), not a crash
 
-def stage_main(run: Callable[[Config, str], dict], doc: str, argv=None) -> int:
-    """Parse ``--date``/``--config``/``--set``, run the stage, print its run record."""
+
+def stage_main(run: Callable[..., dict], doc: str, argv=None,
+               flags: Optional[dict[str, str]] = None) -> int:
+    """Parse ``--date``/``--config``/``--set`` (and the stage's boolean ``flags``), run the
+    stage, print its run record. A named refusal prints one line and exits 2."""
+    from jobs import partitions, schemas
+
     parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
     parser.add_argument("--date", required=True, help="logical date D (YYYY-MM-DD)")
+    for flag, help_text in (flags or {}).items():
+        parser.add_argument(flag, action="store_true", help=help_text)
     add_config_args(parser)
     args = parser.parse_args(argv)
-    print(json.dumps(run(config_from_args(args), args.date), indent=2, sort_keys=True,
-                     default=str))
+    kwargs = {f.lstrip("-").replace("-", "_"): getattr(args, f.lstrip("-").replace("-", "_"))
+              for f in (flags or {})}
+    try:
+        record = run(config_from_args(args), args.date, **kwargs)
+    except (partitions.MissingPartitionError, schemas.SchemaError) as err:
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    print(json.dumps(record, indent=2, sort_keys=True, default=str))
     return 0

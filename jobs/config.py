@@ -181,6 +181,9 @@ class AirflowConfig:
     catchup: bool = _doc("Backfill missed dates.", default=True)
     logs_timeout_s: float = _doc("How long to wait for a day's fetch logs.", default=21600.0)
     poke_interval_s: float = _doc("How often to look for them.", default=60.0)
+    retries: int = _doc("Retries of a failed task (a stage that refused a missing input fails "
+                        "again until the input is committed).", default=2)
+    retry_delay_s: float = _doc("Wait before a retry.", default=300.0)
 
 
 @dataclass(frozen=True)
@@ -341,6 +344,8 @@ def _validate(c: Config) -> None:
         raise ConfigError("policy.default_importance must be >= 0")
     if c.schedule.n_shards < 1 or c.spark.state_buckets < 1:
         raise ConfigError("schedule.n_shards and spark.state_buckets must be >= 1")
+    if c.airflow.retries < 0 or not c.airflow.retry_delay_s >= 0:
+        raise ConfigError("airflow.retries and airflow.retry_delay_s must be >= 0")
     _validate_update_sections(c)
     _validate_allocation_sections(c)
 

@@ -1,6 +1,8 @@
 """Small per-stage run records under ``{root}/_runs/dt=D/``, merged into metrics/dt=D.
 
-Each stage overwrites only its own record, so rerunning a stage is idempotent.
+Each stage overwrites only its own record (atomically), so rerunning a stage is idempotent.
+A record is written after the stage's tables are committed, so it is also the stage's
+"done" mark: reading a missing one is an error, never an empty record.
 """
 from __future__ import annotations
 
@@ -18,5 +20,15 @@ def write_stage_record(cfg: Config, run_date: str, stage: str, record: dict) -> 
     storage.write_json(_path(cfg, run_date, stage), record)
 
 
+def has_stage_record(cfg: Config, run_date: str, stage: str) -> bool:
+    return storage.exists(_path(cfg, run_date, stage))
+
+
 def read_stage_record(cfg: Config, run_date: str, stage: str) -> dict:
-    return storage.read_json(_path(cfg, run_date, stage)) or {}
+    from jobs.partitions import MissingPartitionError
+
+    record = storage.read_json(_path(cfg, run_date, stage))
+    if record is None:
+        raise MissingPartitionError(f"_runs/{stage}", _path(cfg, run_date, stage),
+                                    f"{stage} has not completed for {run_date}")
+    return record

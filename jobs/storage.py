@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import uuid
 from typing import Any, Optional
 
 import pyarrow.fs as pafs
@@ -59,11 +60,24 @@ def read_json(uri: str) -> Optional[Any]:
         return json.loads(fh.read().decode())
 
 
-def write_json(uri: str, obj: Any) -> None:
+def write_json(uri: str, obj: Any, atomic: bool = True) -> None:
+    """Write ``obj`` as JSON. Readers never see a half-written file: on a local path the
+    bytes go to a temporary name first and are renamed into place; on an object store a
+    single PUT is already atomic (and there is no rename)."""
     fs, path = _resolve(uri)
     fs.create_dir(posixpath.dirname(path), recursive=True)
-    with fs.open_output_stream(path) as fh:
-        fh.write(json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+    body = json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
+    local = isinstance(fs, pafs.LocalFileSystem)
+    target = f"{path}.tmp-{uuid.uuid4().hex}" if atomic and local else path
+    with fs.open_output_stream(target) as fh:
+        fh.write(body)
+    if target != path:
+        fs.move(target, path)
+
+
+def delete_file(uri: str) -> None:
+    fs, path = _resolve(uri)
+    fs.delete_file(path)
 
 
 def write_parquet(uri: str, table) -> None:

@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
 
 import pandas as pd  # noqa: E402
 
-from jobs import ingest, schemas, storage  # noqa: E402
+from jobs import ingest, partitions, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import estimators_shrinkage, observations, state_update, trust  # noqa: E402
@@ -75,6 +75,9 @@ def _fold_fn(cfg: Config, run_date: str):
 
 def _fit_priors_fn(cfg: Config):
     def fit(pdf):
+        # Shuffles deliver rows in any order; a fixed order makes the EM's sums, and so a
+        # rerun's state, identical to the bit.
+        pdf = pdf.sort_values("url", kind="stable")
         priors = estimators_shrinkage.fit_group_priors(
             pdf[list(STATS_COLUMNS)].astype(float), pdf["_group"].to_numpy(object),
             min_urls=cfg.estimation.prior_min_urls)
@@ -120,7 +123,7 @@ def _fit_priors(cfg: Config, folded, key):
     unit = F.abs(F.xxhash64("url", F.lit("prior-sample"))) % 1_000_000 / 1_000_000.0
     sample = (rows.join(sizes, "_group")
               .filter(unit < F.lit(float(cfg.estimation.prior_fit_max_urls)) / F.col("_n"))
-              .drop("url", "_n"))
+              .drop("_n"))
     return sample.groupBy("_group").applyInPandas(_fit_priors_fn(cfg), _PRIOR_DDL)
 
 
@@ -155,13 +158,23 @@ def _hosts_fn(cfg: Config, run_date: str):
     return update
 
 
-def _read_prev(spark, cfg: Config, table: str, contract, run_date: str, from_empty: bool):
-    files = [] if from_empty else storage.list_parquet_files(
-        cfg.paths.table(table, previous_day(run_date)))
+def _read_prev(spark, cfg: Config, table: str, contract, run_date: str, bootstrap: bool):
+    """Yesterday's committed partition; with ``bootstrap``, nothing (an explicit first day)."""
+    if bootstrap:
+        return spark.createDataFrame([], contract.spark_ddl())
+    files = partitions.committed_files(cfg.paths.table(table, previous_day(run_date)), table)
     schemas.check_files(contract, files)
-    if files:
-        return spark.read.parquet(*files).select(*contract.names)
-    return spark.createDataFrame([], contract.spark_ddl())
+    if not files:  # committed and empty (a day with no URLs yet): still a real input
+        return spark.createDataFrame([], contract.spark_ddl())
+    return spark.read.parquet(*files).select(*contract.names)
+
+
+def check_bootstrap(cfg: Config, run_date: str) -> None:
+    """Refuse to start from nothing on top of real history: that is rebuild_state's job."""
+    prev = cfg.paths.table("state", previous_day(run_date))
+    if partitions.is_committed(prev):
+        raise ValueError(f"--bootstrap on {run_date}, but {prev} is committed: bootstrapping "
+                         f"would discard it (use jobs.rebuild_state to recompute history)")
 
 
 def _rows(logs, signals, hosts_prev):
@@ -182,16 +195,30 @@ def _rows(logs, signals, hosts_prev):
     return logs.unionByName(sig.select(*_ROW_COLS))
 
 
-def run(cfg: Config, run_date: str, spark=None, from_empty: bool = False) -> dict:
+def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
+        from_empty: bool = False) -> dict:
+    """Fold ``run_date``'s logs into yesterday's committed state and hosts.
+
+    ``bootstrap`` starts from nothing on the first date of a deployment (refused when
+    yesterday's state is committed); ``from_empty`` is rebuild_state's replay, which starts
+    from nothing whatever exists. Otherwise a missing or uncommitted yesterday is a
+    :class:`jobs.partitions.MissingPartitionError`, never an empty start.
+    """
     from pyspark.sql import functions as F
 
+    if bootstrap:
+        check_bootstrap(cfg, run_date)
+    elif not from_empty:  # refuse before starting a Spark session
+        for table in ("state", "hosts"):
+            partitions.committed_files(cfg.paths.table(table, previous_day(run_date)), table)
     spark = spark or get_spark(cfg, "update_state")
     logs, bad_logs = ingest.read_fetch_logs(spark, cfg, run_date)
     importance, bad_imp = ingest.read_importance(spark, cfg)
     signals, bad_sig = ingest.read_signals(spark, cfg, run_date)
-    prev = _read_prev(spark, cfg, "state", schemas.STATE, run_date, from_empty)
+    start_empty = bootstrap or from_empty
+    prev = _read_prev(spark, cfg, "state", schemas.STATE, run_date, start_empty)
     logs, bad_logs = ingest.split_stale_rows(logs, prev, bad_logs)  # older than last fetch
-    hosts_prev = _read_prev(spark, cfg, "hosts", schemas.HOSTS, run_date, from_empty)
+    hosts_prev = _read_prev(spark, cfg, "hosts", schemas.HOSTS, run_date, start_empty)
 
     buckets = cfg.spark.state_buckets
     rows = _rows(logs, signals, hosts_prev).withColumn("_b", F.pmod(F.xxhash64("url"),
@@ -208,8 +235,8 @@ def run(cfg: Config, run_date: str, spark=None, from_empty: bool = False) -> dic
                   .withColumn("importance", F.coalesce("importance", default_imp)))
     else:
         result = result.withColumn("importance", default_imp)
-    out_path = cfg.paths.table("state", run_date)
-    result.select(*state_update.STATE_COLUMNS).write.mode("overwrite").parquet(out_path)
+    partitions.write_committed(result.select(*state_update.STATE_COLUMNS),
+                               cfg.paths.table("state", run_date), "state")
 
     hosts = _write_hosts(spark, cfg, run_date, folded, logs, hosts_prev)
     figures = folded.agg(F.count("*").alias("urls_known"),
@@ -255,8 +282,10 @@ def _write_hosts(spark, cfg: Config, run_date: str, folded, logs, hosts_prev) ->
     hosts = (prev.groupBy("_b").cogroup(today.groupBy("_b"))
              .applyInPandas(_hosts_fn(cfg, run_date), schemas.HOSTS.spark_ddl()))
     path = cfg.paths.table("hosts", run_date)
-    hosts.write.mode("overwrite").parquet(path)
-    written = spark.read.parquet(path)
+    partitions.write_committed(hosts, path, "hosts")
+    files = partitions.committed_files(path, "hosts")
+    written = spark.read.parquet(*files) if files else spark.createDataFrame(
+        [], schemas.HOSTS.spark_ddl())
     rows = written.groupBy("validator_class").agg(
         F.count("*").alias("n"), F.sum((F.col("cap_factor") < 1.0).cast("long")).alias("cut")
     ).collect()  # one row per class
@@ -274,7 +303,9 @@ def _audit_figures(cfg: Config, n: int, fresh: int) -> dict:
 
 
 def main(argv=None) -> int:
-    return stage_main(run, __doc__, argv)
+    return stage_main(run, __doc__, argv, flags={
+        "--bootstrap": "first date of a deployment: start from no state (refused when the "
+                       "previous day's state is committed)"})
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from jobs import schemas, storage
+from jobs import partitions, schemas, storage
 from jobs.bench_state import host_sizes, write_synthetic
 
 
@@ -16,7 +16,10 @@ def test_synthetic_tables_pass_their_contracts_and_are_deterministic(tmp_path):
     made = write_synthetic(str(tmp_path / "a"), "2024-01-02", 5000, 50, chunk_rows=2000)
     write_synthetic(str(tmp_path / "b"), "2024-01-02", 5000, 50, chunk_rows=2000)
     assert made == {"state_rows": 5000, "frontier_rows": 250, "hosts": 50}
-    for table, contract in (("state", schemas.STATE), ("frontier", schemas.FRONTIER)):
+    for table in ("state", "hosts"):  # allocate reads only committed partitions
+        assert partitions.committed_files(str(tmp_path / "a" / table / "dt=2024-01-02"), table)
+    for table, contract in (("state", schemas.STATE), ("frontier", schemas.FRONTIER),
+                            ("hosts", schemas.HOSTS)):
         files = storage.list_parquet_files(str(tmp_path / "a" / table / "dt=2024-01-02"))
         schemas.check_files(contract, files)
     state = pd.read_parquet(tmp_path / "a" / "state" / "dt=2024-01-02")

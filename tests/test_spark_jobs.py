@@ -24,7 +24,8 @@ def run_two_days(spark, tmp_path_factory):
     out = {"cfg": cfg, "root": root}
     for day in ("2026-11-01", "2026-11-02"):
         validate_logs.run(cfg, day)
-        out[f"update_{day}"] = update_state.run(cfg, day, spark)
+        out[f"update_{day}"] = update_state.run(cfg, day, spark,
+                                                   bootstrap=(day == "2026-11-01"))
     out["allocate"] = allocate.run(cfg, "2026-11-02", spark)
     out["build"] = build_schedule.run(cfg, "2026-11-02", spark)
     return out

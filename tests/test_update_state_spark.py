@@ -65,7 +65,7 @@ def three_days(spark, tmp_path_factory):
     _build(root)
     cfg = make_config(root, "signals.min_scored=1", "signals.min_accuracy=0.6",
                       "health.min_fetches=3", "audit.sample_rate=1.0")
-    records = {d: update_state.run(cfg, d, spark) for d in (D1, D2, D3)}
+    records = {d: update_state.run(cfg, d, spark, bootstrap=(d == D1)) for d in (D1, D2, D3)}
     read = lambda t, d: pd.read_parquet(os.path.join(root, t, f"dt={d}"))  # noqa: E731
     return {"cfg": cfg, "root": root, "records": records, "read": read}
 
@@ -164,7 +164,7 @@ def test_rebuild_equals_incremental_on_generated_data(spark, tmp_path):
     cfg = make_config(root)
     days = ["2024-01-02", "2024-01-03"]
     for d in days:
-        update_state.run(cfg, d, spark)
+        update_state.run(cfg, d, spark, bootstrap=(d == days[0]))
     inc = {t: pd.read_parquet(os.path.join(root, t, "dt=2024-01-03")) for t in ("state", "hosts")}
     # A rebuild must ignore whatever state/hosts precede its first day.
     for t in ("state", "hosts"):

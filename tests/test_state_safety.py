@@ -1,0 +1,160 @@
+"""A missing or half-written day never looks like an empty one (issue 9 §1).
+
+The kill tests SIGKILL a real ``python -m jobs.update_state`` (its whole process group:
+the Python driver and its JVM) while Spark is writing state or hosts, then rerun and
+compare with an undisturbed run, row for row.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from jobs import allocate, build_schedule, partitions, update_state
+from tests.conftest import REPO, make_config
+
+D0, D1, D2 = "2024-01-02", "2024-01-03", "2024-01-04"
+SPARK_SETS = ["spark.master=local[2]", "spark.state_buckets=2", "schedule.n_shards=4",
+              "spark.settings.spark.sql.shuffle.partitions=4"]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    from jobs.generate_sample import generate_sample
+
+    root = tmp_path_factory.mktemp("inputs") / "data"
+    generate_sample(str(root), urls=240, hosts=8, days=3, end_date=D2, seed=3, signal_days=2)
+    return root
+
+
+def _copy_inputs(inputs, dest):
+    shutil.copytree(inputs, dest)
+    return str(dest)
+
+
+def _committed(root, table, day):
+    key = "url" if table == "state" else "host"
+    files = partitions.committed_files(os.path.join(root, table, f"dt={day}"), table)
+    frame = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    return frame.sort_values(key).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def undisturbed(spark, inputs, tmp_path_factory):
+    """An undisturbed run of three days, with a copy of the data root after each day."""
+    work = tmp_path_factory.mktemp("calm")
+    root = _copy_inputs(inputs, work / "data")
+    cfg = make_config(root)
+    snapshots = {}
+    for day in (D0, D1, D2):
+        update_state.run(cfg, day, spark, bootstrap=(day == D0))
+        snapshots[day] = shutil.copytree(root, work / f"after_{day}")
+    tables = {(t, d): _committed(root, t, d) for t in ("state", "hosts") for d in (D1, D2)}
+    return {"tables": tables, "after": snapshots}
+
+
+def _root_after(undisturbed, day, tmp_path):
+    """A data root as the undisturbed run left it after ``day`` (paths.root moves with it)."""
+    return _copy_inputs(undisturbed["after"][day], tmp_path / "data")
+
+
+def _kill_during_write(root, day, table, timeout_s=240):
+    """Start update_state for ``day`` and SIGKILL its process group while Spark writes
+    ``table`` (its job's _temporary directory exists). Returns True if it was killed."""
+    cmd = [sys.executable, "-m", "jobs.update_state", "--date", day,
+           "--set", f"paths.root={root}"] + [a for s in SPARK_SETS for a in ("--set", s)]
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, env=dict(os.environ),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    writing = os.path.join(root, table, f"dt={day}", "_temporary")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if os.path.exists(writing):
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return True
+            time.sleep(0.005)
+        return False
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _assert_equal_to(undisturbed, root, days):
+    for table in ("state", "hosts"):
+        for day in days:
+            got, want = _committed(root, table, day), undisturbed["tables"][(table, day)]
+            assert len(got) == len(want), (table, day)
+            pd.testing.assert_frame_equal(got, want[got.columns], check_exact=True)
+
+
+@pytest.mark.parametrize("table", ["state", "hosts"])
+def test_killed_first_attempt_refuses_downstream_then_recovers(spark, undisturbed, tmp_path,
+                                                               table):
+    root = _root_after(undisturbed, D0, tmp_path)
+    cfg = make_config(root)
+    assert _kill_during_write(root, D1, table), f"update_state finished before its {table} write"
+    assert not partitions.is_committed(os.path.join(root, table, f"dt={D1}"))
+    # Nothing downstream may read the half-written day as an empty or trusting one.
+    with pytest.raises(partitions.MissingPartitionError, match=table):
+        update_state.run(cfg, D2, spark)
+    with pytest.raises(partitions.MissingPartitionError):
+        allocate.run(cfg, D1, spark)
+    for day in (D1, D2):
+        update_state.run(cfg, day, spark)
+    _assert_equal_to(undisturbed, root, (D1, D2))
+
+
+def test_killed_rerun_leaves_the_previous_commit_readable(spark, undisturbed, tmp_path):
+    root = _root_after(undisturbed, D1, tmp_path)
+    cfg = make_config(root)
+    assert _kill_during_write(root, D1, "state")
+    _assert_equal_to(undisturbed, root, (D1,))  # the earlier commit of D1, whole
+    update_state.run(cfg, D2, spark)
+    _assert_equal_to(undisturbed, root, (D1, D2))
+
+
+def test_cli_refuses_a_missing_previous_day_with_a_named_error(inputs, tmp_path):
+    root = _copy_inputs(inputs, tmp_path / "data")
+    out = subprocess.run([sys.executable, "-m", "jobs.update_state", "--date", D1,
+                          "--set", f"paths.root={root}"], cwd=REPO, capture_output=True,
+                         text=True, env=dict(os.environ))
+    assert out.returncode == 2
+    assert "MissingPartitionError" in out.stderr and f"state/dt={D0}" in out.stderr
+    assert not os.path.exists(os.path.join(root, "state", f"dt={D1}"))
+
+
+def test_bootstrap_refuses_to_discard_committed_history(spark, undisturbed, tmp_path):
+    cfg = make_config(_root_after(undisturbed, D0, tmp_path))
+    with pytest.raises(ValueError, match="rebuild_state"):
+        update_state.run(cfg, D1, spark, bootstrap=True)
+
+
+def test_allocate_refuses_missing_hosts_instead_of_trusting_every_validator(spark, undisturbed,
+                                                                            tmp_path):
+    root = _root_after(undisturbed, D0, tmp_path)
+    cfg = make_config(root)
+    shutil.rmtree(os.path.join(root, "hosts", f"dt={D0}"))
+    with pytest.raises(partitions.MissingPartitionError, match=r"\[hosts\]"):
+        allocate.run(cfg, D0, spark)
+
+
+def test_build_schedule_refuses_uncommitted_candidates_and_keeps_the_old_schedule(spark,
+                                                                                 tmp_path):
+    cfg = make_config(str(tmp_path))
+    sched = tmp_path / "schedules" / "dt=2024-01-03"
+    sched.mkdir(parents=True)
+    (sched / "_shards.json").write_text("{}")
+    cand = tmp_path / "_work" / f"dt={D0}" / "candidates"
+    cand.mkdir(parents=True)
+    (cand / "part-00000-x.parquet").write_bytes(b"half")  # allocate died before its commit
+    with pytest.raises(partitions.MissingPartitionError, match="never committed"):
+        build_schedule.run(cfg, D0, spark)
+    assert (sched / "_shards.json").exists()
