@@ -3,6 +3,15 @@
 Wiring only. Each task is an idempotent transaction over the logical date's partition;
 the Spark stages go through SparkSubmitOperator, whose connection decides local[2] or a
 cluster. The config file comes from $RECRAWL_CONFIG (defaults from jobs/config.py).
+
+Operations: every task has an ``execution_timeout`` (``[airflow] *_timeout_s``); a failed
+run calls the notifier (``jobs.notify``: the ``recrawl_alerts`` webhook connection if
+defined, else the log); a DeadlineAlert fires when the run has not published and verified
+``schedules/dt=D+1`` ``airflow.publish_deadline_h`` hours after D 00:00 UTC; ``publish``
+updates the Asset ``recrawl_schedules`` (the schedules' S3 URI) for fleet-side DAGs.
+
+Parsing this file imports Airflow, jobs.config, jobs.dag_tasks and jobs.notify only: no
+numpy, pandas, pyarrow, pyspark or job stage (tests/test_dag_ops.py checks it).
 """
 from __future__ import annotations
 
@@ -19,19 +28,63 @@ if REPO not in sys.path:
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: E402
 from airflow.providers.standard.operators.python import PythonOperator  # noqa: E402
 from airflow.providers.standard.sensors.python import PythonSensor  # noqa: E402
-from airflow.sdk import DAG  # noqa: E402
+from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineReference  # noqa: E402
 
-from jobs import dag_tasks  # noqa: E402
+from jobs import dag_tasks, notify  # noqa: E402
 from jobs.config import load_config  # noqa: E402
 
 CONFIG_PATH = os.environ.get("RECRAWL_CONFIG", "")
 cfg = load_config(CONFIG_PATH or None)
 date_args = {"date": "{{ ds }}", "config_path": CONFIG_PATH}
+SCHEDULES = Asset(name=dag_tasks.SCHEDULES_ASSET_NAME, uri=dag_tasks.schedules_uri(cfg))
+
+
+def timeout(task_id: str) -> timedelta:
+    key = "poke_timeout_s" if task_id == "wait_for_logs" else f"{task_id}_timeout_s"
+    return timedelta(seconds=getattr(cfg.airflow, key))
+
+
+DOCS = {
+    "wait_for_logs": "Waits (reschedule mode, every `airflow.poke_interval_s`, at most "
+                     "`airflow.logs_timeout_s`) until `fetch_logs/dt={{ ds }}` holds a data file.",
+    "validate_logs": "Checks every input file's schema from its Parquet footer (`jobs.validate_logs`"
+                     "); a broken contract fails the task naming file and column. "
+                     "By hand: `recrawl validate-logs --date D`.",
+    "update_state": "Spark: yesterday's `state/` + today's logs -> `state/dt=D`; bad rows -> "
+                    "`quarantine/dt=D` (`jobs.update_state`). By hand: `recrawl update-state --date D`.",
+    "allocate": "Spark: visit rates under the policy, due visits, host caps, per-lane budget cut "
+                "(`jobs.allocate`). By hand: `recrawl allocate --date D`.",
+    "build_schedule": "Spark: per-host slots >= crawl delay apart, one file per shard in the "
+                      "staging `schedules/dt=D+1`, `metrics/dt=D` (`jobs.build_schedule`). "
+                      "By hand: `recrawl build-schedule --date D`.",
+    "publish": "Uploads the staged shards to `publish.target`, `_manifest.json` last, under the "
+               "day's lock (`jobs.publish`); updates the Asset `recrawl_schedules` with the day and "
+               "manifest in the event's extra. By hand: `recrawl publish --date D`.",
+    "verify": "Reads `schedules/dt=D+1` back through its manifest and checks counts, checksums, "
+              "headers and politeness (`jobs.verify`). By hand: `recrawl verify --date D`.",
+}
+
+
+class RecrawlDAG(DAG):
+    """DAG whose ``test()`` (``airflow dags test``, the demo) leaves the deadline alert out.
+
+    Airflow 3.3.2's ``dag.test()`` crashes when a run of a DAG with a DeadlineAlert succeeds:
+    its in-memory scheduler DAG keeps the encoded alerts where ``DagRun.update_state`` expects
+    DeadlineAlert row ids (``'dict' object has no attribute 'hex'``). Deadlines are the
+    scheduler's business; a test run has no scheduler to check them anyway.
+    """
+
+    def test(self, *args, **kwargs):
+        alerts, self.deadline = self.deadline, None
+        try:
+            return super().test(*args, **kwargs)
+        finally:
+            self.deadline = alerts
 
 
 def spark_stage(stage: str) -> SparkSubmitOperator:
     return SparkSubmitOperator(
-        task_id=stage,
+        task_id=stage, execution_timeout=timeout(stage), doc_md=DOCS[stage],
         application=os.path.join(REPO, "jobs", f"{stage}.py"),
         conn_id=cfg.airflow.spark_conn_id,
         name=f"{cfg.spark.app_name}-{stage}",
@@ -42,7 +95,7 @@ def spark_stage(stage: str) -> SparkSubmitOperator:
     )
 
 
-with DAG(
+with RecrawlDAG(
     dag_id="recrawl_daily",
     schedule="@daily",
     start_date=pendulum.parse(cfg.airflow.start_date, tz="UTC"),
@@ -56,16 +109,31 @@ with DAG(
                   "depends_on_past": True},
     tags=["recrawl"],
     doc_md=__doc__,
+    on_failure_callback=notify.on_dag_failure,
+    # Not published (run not succeeded) publish_deadline_h after D 00:00 UTC: alert while the
+    # fleet still has rows of dt=D to fetch. Runs in the triggerer (jobs.notify is installed
+    # there with the recrawl package).
+    deadline=DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
+        interval=timedelta(hours=cfg.airflow.publish_deadline_h),
+        callback=AsyncCallback(notify.on_publish_deadline_missed,
+                               kwargs={"deadline_h": cfg.airflow.publish_deadline_h,
+                                       "config_path": CONFIG_PATH}),
+        name="schedule_published"),
 ) as dag:
     wait_for_logs = PythonSensor(
         task_id="wait_for_logs", python_callable=dag_tasks.logs_present, op_kwargs=date_args,
         poke_interval=cfg.airflow.poke_interval_s, timeout=cfg.airflow.logs_timeout_s,
-        mode="reschedule")
+        mode="reschedule", execution_timeout=timeout("wait_for_logs"),
+        doc_md=DOCS["wait_for_logs"])
     validate = PythonOperator(task_id="validate_logs", python_callable=dag_tasks.validate,
-                              op_kwargs=date_args)
+                              op_kwargs=date_args, execution_timeout=timeout("validate_logs"),
+                              doc_md=DOCS["validate_logs"])
     publish = PythonOperator(task_id="publish", python_callable=dag_tasks.publish,
-                             op_kwargs=date_args)
+                             op_kwargs=date_args, outlets=[SCHEDULES],
+                             execution_timeout=timeout("publish"), doc_md=DOCS["publish"])
     verify = PythonOperator(task_id="verify", python_callable=dag_tasks.verify,
-                            op_kwargs=date_args)
+                            op_kwargs=date_args, execution_timeout=timeout("verify"),
+                            doc_md=DOCS["verify"])
     (wait_for_logs >> validate >> spark_stage("update_state") >> spark_stage("allocate")
      >> spark_stage("build_schedule") >> publish >> verify)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Idempotent set-up: a JDK 17 (installed with apt when missing and we are root) and the
-# virtual environment in .venv, rebuilt only when requirements or constraints change.
+# Idempotent set-up: a JDK 17 (installed with apt when missing and we are root), the
+# virtual environment in .venv, rebuilt only when requirements or constraints change, and
+# this project installed into it editable (the `recrawl` command in .venv/bin), reinstalled
+# only when the venv was rebuilt or pyproject.toml changed.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$REPO"
@@ -27,4 +29,24 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   pyspark_pin="$(grep -E '^pyspark==' requirements.txt)"
   "$VENV/bin/python" -m pip install -q --no-deps --force-reinstall "$pyspark_pin"
   echo "$want" > "$stamp"
+fi
+
+# The project, editable and without dependencies (they are the pins above). The venv's own
+# setuptools builds it offline when it can (>= 70.1, or >= 64 with wheel: PEP 660); otherwise
+# pip fetches the build backend pyproject.toml names into an isolated build environment.
+project_stamp="$VENV/.recrawl-project-stamp"
+project_want="$(cat "$stamp" pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -x "$VENV/bin/recrawl" ] || [ "$(cat "$project_stamp" 2>/dev/null)" != "$project_want" ]; then
+  echo "setup: installing recrawl (editable) into $VENV" >&2
+  if "$VENV/bin/python" - 2>/dev/null <<'PYEOF'
+import importlib.util, sys, setuptools
+v = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
+sys.exit(0 if v >= (70, 1) or (v >= (64, 0) and importlib.util.find_spec("wheel")) else 1)
+PYEOF
+  then
+    "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
+  else
+    "$VENV/bin/python" -m pip install -q --no-deps -e .
+  fi
+  echo "$project_want" > "$project_stamp"
 fi

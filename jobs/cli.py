@@ -17,7 +17,9 @@ def stage_main(run: Callable[..., dict], doc: str, argv=None,
     stage, print its run record. A named refusal prints one line and exits 2."""
     from jobs import partitions, schemas
 
-    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    summary, _, details = doc.strip().partition("\n")
+    parser = argparse.ArgumentParser(description=summary, epilog=details.strip() or None,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--date", required=True, help="logical date D (YYYY-MM-DD)")
     for flag, help_text in (flags or {}).items():
         parser.add_argument(flag, action="store_true", help=help_text)

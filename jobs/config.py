@@ -184,6 +184,42 @@ class AirflowConfig:
     retries: int = _doc("Retries of a failed task (a stage that refused a missing input fails "
                         "again until the input is committed).", default=2)
     retry_delay_s: float = _doc("Wait before a retry.", default=300.0)
+    # execution_timeout of each task (one try; a timed-out try fails and is retried).
+    poke_timeout_s: float = _doc("execution_timeout of one wait_for_logs poke (the whole wait "
+                                 "is logs_timeout_s).", default=600.0)
+    validate_logs_timeout_s: float = _doc("execution_timeout of validate_logs (footers only).",
+                                          default=1800.0)
+    update_state_timeout_s: float = _doc("execution_timeout of update_state (spark-submit).",
+                                         default=14400.0)
+    allocate_timeout_s: float = _doc("execution_timeout of allocate (spark-submit).",
+                                     default=10800.0)
+    build_schedule_timeout_s: float = _doc("execution_timeout of build_schedule (spark-submit).",
+                                           default=7200.0)
+    publish_timeout_s: float = _doc("execution_timeout of publish (must exceed "
+                                    "publish.lock_lease_s).", default=3600.0)
+    verify_timeout_s: float = _doc("execution_timeout of verify.", default=3600.0)
+    publish_deadline_h: float = _doc("Deadline alert: hours after the run date D's 00:00 UTC by "
+                                     "which the run must have published (and verified) "
+                                     "schedules/dt=D+1; the fleet starts on it at 24 h.",
+                                     default=22.0)
+    alert_conn_id: str = _doc("Airflow connection whose URL receives alerts (DAG failure, "
+                              "missed publish deadline) as a JSON POST; when it is not "
+                              "defined, alerts are logged. See jobs/notify.py.",
+                              default="recrawl_alerts")
+    notifier: str = _doc("Custom alert notifier, package.module.callable taking the alert dict; "
+                         "empty: the webhook connection above, else the log.", default="")
+
+    def __post_init__(self):
+        timeouts = ("poke_timeout_s", "validate_logs_timeout_s", "update_state_timeout_s",
+                    "allocate_timeout_s", "build_schedule_timeout_s", "publish_timeout_s",
+                    "verify_timeout_s")
+        for name in timeouts:
+            if not 0 < getattr(self, name) < float("inf"):
+                raise ConfigError(f"airflow.{name} must be > 0 and finite")
+        if not 0 < self.publish_deadline_h <= 48:
+            raise ConfigError("airflow.publish_deadline_h must be in (0, 48]")
+        if self.notifier and "." not in self.notifier:
+            raise ConfigError("airflow.notifier must be package.module.callable (or empty)")
 
 
 @dataclass(frozen=True)

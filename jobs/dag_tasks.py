@@ -2,42 +2,100 @@
 
 Each takes the logical date and the config path, so a task is a pure function of its
 date partition (no wall clock), and reruns are idempotent.
+
+Imported by the DAG file at parse time, so only the standard library and jobs.config at the
+top: every job module (pyarrow, pandas, boto3, ...) is imported inside the callable that needs
+it, on the worker, when the task runs.
 """
 from __future__ import annotations
 
-from jobs import validate_logs
-from jobs.build_schedule import schedule_date
-from jobs.config import load_config
+import os
+from datetime import date as _date, datetime, timedelta, timezone
+from typing import Any, Optional
+
+from jobs.config import Config, load_config
+
+SCHEDULES_ASSET_NAME = "recrawl_schedules"
+
+
+def schedule_date(run_date: str) -> str:
+    """The run for D publishes schedules/dt=D+1 (same rule as jobs.build_schedule)."""
+    return (_date.fromisoformat(run_date) + timedelta(days=1)).isoformat()
+
+
+def planning_window(run_date: str) -> tuple[float, float]:
+    """[D+1 00:00, D+2 00:00) UTC in epoch seconds (same rule as jobs.allocate)."""
+    start = datetime.fromisoformat(schedule_date(run_date)).replace(tzinfo=timezone.utc)
+    return start.timestamp(), (start + timedelta(days=1)).timestamp()
+
+
+def schedules_uri(cfg: Config) -> str:
+    """URI of the published schedules (the Airflow Asset publish updates): the target's
+    ``schedules/`` prefix; a local target becomes a ``file://`` URI."""
+    target = cfg.publish.target.rstrip("/")
+    if "://" not in target:
+        target = "file://" + os.path.abspath(target)
+    return f"{target}/schedules/"
 
 
 def logs_present(date: str, config_path: str | None = None) -> bool:
+    from jobs import validate_logs
+
     return validate_logs.logs_present(load_config(config_path or None), date)
 
 
 def validate(date: str, config_path: str | None = None) -> dict:
+    from jobs import validate_logs
+
     return validate_logs.run(load_config(config_path or None), date)
 
 
-def publish(date: str, config_path: str | None = None) -> dict:
-    from jobs import publish as publisher
-    from jobs.allocate import planning_window
+def run_publish(cfg: Config, date: str) -> dict:
+    """Publish the staged schedule of run date ``date`` (schedules/dt=D+1) to the target.
 
-    cfg = load_config(config_path or None)
+    Raises jobs.publish.PublishConflict when a concurrent publish of the day won."""
+    from jobs import publish as publisher
+
     day = schedule_date(date)
     start, end = planning_window(date)
+    p = cfg.publish
     result = publisher.publish(
-        cfg.paths.table("schedules", day), cfg.publish.target, day,
+        cfg.paths.table("schedules", day), p.target, day,
         {"run_date": date, "window": {"start_epoch_s": start, "end_epoch_s": end},
          "config": cfg.to_dict()},
-        endpoint_url=cfg.publish.endpoint_url or None, max_workers=cfg.publish.max_workers,
-        retries=cfg.publish.retries)
+        endpoint_url=p.endpoint_url or None, max_workers=p.max_workers, retries=p.retries,
+        sse_kms_key_id=p.sse_kms_key_id or None, lock_lease_s=p.lock_lease_s,
+        allow_insecure_endpoint=p.allow_insecure_endpoint)
+    return result.as_dict() if hasattr(result, "as_dict") else vars(result)
+
+
+def publish(date: str, config_path: str | None = None, outlet_events: Optional[Any] = None) -> dict:
+    """The publish task; on success the schedules Asset gets an event whose ``extra`` names
+    the day, its manifest and its totals (fleet-side DAGs read it from
+    ``triggering_asset_events``)."""
+    cfg = load_config(config_path or None)
+    record = run_publish(cfg, date)
+    if outlet_events is not None:
+        from airflow.sdk import Asset
+
+        day = schedule_date(date)
+        uri = schedules_uri(cfg)
+        outlet_events[Asset(name=SCHEDULES_ASSET_NAME, uri=uri)].extra = {
+            "run_date": date, "schedule_date": day,
+            "manifest": f"{uri}dt={day}/_manifest.json",
+            "manifest_sha256": record.get("manifest_sha256"), "rows": record.get("rows"),
+            "files": record.get("files")}
+    return record
+
+
+def run_verify(cfg: Config, date: str) -> dict:
+    """Read back schedules/dt=D+1 and check it; raises jobs.verify.VerificationError."""
+    from jobs import verify as verifier
+
+    result = verifier.verify(cfg.publish.target, schedule_date(date),
+                             endpoint_url=cfg.publish.endpoint_url or None)
     return result.as_dict() if hasattr(result, "as_dict") else vars(result)
 
 
 def verify(date: str, config_path: str | None = None) -> dict:
-    from jobs import verify as verifier
-
-    cfg = load_config(config_path or None)
-    result = verifier.verify(cfg.publish.target, schedule_date(date),
-                             endpoint_url=cfg.publish.endpoint_url or None)
-    return result.as_dict() if hasattr(result, "as_dict") else vars(result)
+    return run_verify(load_config(config_path or None), date)

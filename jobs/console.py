@@ -1,0 +1,120 @@
+"""recrawl: run any stage of the daily pipeline by hand (the `recrawl` console command).
+
+Every daily stage takes the logical run date D (``--date D``) and the config (``--config
+file.toml``, ``--set section.key=value``, repeatable) exactly as the DAG's tasks do; the run for D
+reads logs through dt=D and publishes schedules/dt=D+1. ``recrawl COMMAND --help`` documents each.
+
+Exit status: 0 done; 2 a named refusal (missing or uncommitted input partition, broken input
+contract); 3 publish lost to a concurrent publish of the same day; 1 verification failed
+(or another error).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import sys
+from typing import Callable, Optional
+
+from jobs.cli import stage_main
+
+EXIT_VERIFY_FAILED = 1
+
+
+def _publish_main(argv=None) -> int:
+    """Publish the staged schedule of run date D (schedules/dt=D+1) to publish.target.
+
+    Uploads every shard listed in the staging partition's _shards.json (paths.root/schedules/
+    dt=D+1), concurrently, then _manifest.json last, under the day's lease lock, with the config's
+    endpoint, SSE-KMS key, retries and workers -- the same call as the DAG's publish task. Exit 3
+    if a concurrent publish of the same day won (nothing of ours is live).
+    """
+    from jobs import dag_tasks
+    from jobs.publish import EXIT_LOST, PublishConflict
+
+    try:
+        return stage_main(dag_tasks.run_publish, inspect.getdoc(_publish_main), argv)
+    except PublishConflict as exc:
+        print(f"error: publish LOST to a concurrent publish: {exc}", file=sys.stderr)
+        return EXIT_LOST
+
+
+def _verify_main(argv=None) -> int:
+    """Verify the published schedule of run date D (schedules/dt=D+1 at publish.target).
+
+    Reads the manifest and every file back, checks counts, checksums, header values and per-host
+    politeness (also across midnight from the previous published day) -- the same call as the
+    DAG's verify task. Exit 1 with the list of problems if verification fails.
+    """
+    from jobs import dag_tasks
+    from jobs.verify import VerificationError
+
+    try:
+        return stage_main(dag_tasks.run_verify, inspect.getdoc(_verify_main), argv)
+    except VerificationError as exc:
+        print(f"verification FAILED: {exc}", file=sys.stderr)
+        return EXIT_VERIFY_FAILED
+
+
+# command -> (module, function, one-line summary). Modules are imported only when their
+# command runs, so `recrawl --help` starts no JVM and loads no pandas.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "validate-logs": ("jobs.validate_logs", "main",
+                      "check the day's input files against their contracts (Parquet footers)"),
+    "update-state": ("jobs.update_state", "main",
+                     "Spark: state/dt=D from yesterday's state and today's logs "
+                     "(--bootstrap on a deployment's first date)"),
+    "allocate": ("jobs.allocate", "main",
+                 "Spark: visit rates, due visits, host caps and the per-lane budget cut"),
+    "build-schedule": ("jobs.build_schedule", "main",
+                       "Spark: per-host slots into the staging schedules/dt=D+1 and metrics/dt=D"),
+    "publish": ("jobs.console", "_publish_main",
+                "upload schedules/dt=D+1 to publish.target, manifest last"),
+    "verify": ("jobs.console", "_verify_main",
+               "read schedules/dt=D+1 back and check it"),
+    "rebuild-state": ("jobs.rebuild_state", "main",
+                      "Spark: recompute state/ from the whole history, --from D0 --to D"),
+    "partitions": ("jobs.partitions", "main",
+                   "commit partitions written before commit markers existed"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    lines = [f"  {name:<15} {summary}" for name, (_, _, summary) in COMMANDS.items()]
+    parser = argparse.ArgumentParser(
+        prog="recrawl", description=__doc__.split("\n\n", 1)[1].strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="commands:\n" + "\n".join(lines) + "\n\nrecrawl COMMAND --help for its options.")
+    parser.add_argument("command", metavar="COMMAND", choices=sorted(COMMANDS),
+                        help="one of: " + ", ".join(COMMANDS))
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's own arguments")
+    return parser
+
+
+def resolve(command: str) -> Callable[[Optional[list]], int]:
+    module, func, _ = COMMANDS[command]
+    return getattr(importlib.import_module(module), func)
+
+
+def main(argv: Optional[list] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        _parser().print_help()
+        return 0
+    if argv[0] == "--list":
+        print(json.dumps({k: v[2] for k, v in COMMANDS.items()}, indent=2))
+        return 0
+    args = _parser().parse_args(argv[:1])
+    run = resolve(args.command)
+    # The stages build their own argparse parsers; their usage lines name sys.argv[0].
+    saved = sys.argv[0]
+    sys.argv[0] = f"recrawl {args.command}"
+    try:
+        return int(run(argv[1:]) or 0)
+    finally:
+        sys.argv[0] = saved
+
+
+if __name__ == "__main__":
+    sys.exit(main())
