@@ -173,7 +173,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
         "expected_freshness": ratio("weighted_freshness", "weight_sum"),
         "expected_freshness_fast": ratio("wf_fast", "w_fast"),
         "expected_freshness_refresh": ratio("wf_refresh", "w_refresh"),
-        "budget_cut": cut, **rate_info,
+        "budget_cut": cut, **rate_info, **ingest.crawl_delay_figures(spark, cfg),
     }
     write_stage_record(cfg, run_date, "allocate", record)
     return record

@@ -152,7 +152,8 @@ METRIC_KEYS = {  # metrics column -> allocate record key
     "refresh_marginal_value": "refresh_value", "discovery_marginal_value": "discovery_value",
     "policy_level": "policy_level", "floors_affordable": "floors_affordable",
     "expected_freshness_fast": "expected_freshness_fast",
-    "expected_freshness_refresh": "expected_freshness_refresh", "spark_passes": "spark_passes"}
+    "expected_freshness_refresh": "expected_freshness_refresh", "spark_passes": "spark_passes",
+    "crawl_delay_raised": "crawl_delay_raised", "crawl_delay_lowered": "crawl_delay_lowered"}
 
 
 def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:

@@ -335,6 +335,10 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet", "One row of run
     C("expected_freshness_refresh", "float", "expected freshness of refresh-lane URLs", True,
       False),
     C("spark_passes", "int", "passes over the page table made by allocate", True, False),
+    C("crawl_delay_raised", "int", "host_policy hosts whose crawl delay was raised to "
+                                   "`politeness.min_crawl_delay_s`", True, False),
+    C("crawl_delay_lowered", "int", "host_policy hosts whose crawl delay was lowered to "
+                                    "`politeness.max_crawl_delay_s`", True, False),
     C("config_json", "string", "the config that produced the run"),
 ))
 

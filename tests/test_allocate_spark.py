@@ -12,6 +12,7 @@ from jobs.core import host_plan
 from jobs.core.allocation_kkt import objective_value
 from jobs.core.policies import get_policy, policy_rates as in_memory_rates
 from jobs.core.times import epoch_seconds
+from jobs.runlog import write_stage_record
 from tests import tiny_web
 from tests.conftest import make_config
 
@@ -78,7 +79,7 @@ def _state_rows():
 @pytest.fixture(scope="module")
 def lanes_root(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("lanes"))
-    tiny_web.write(root, "state", _state_rows(), dt="2026-11-02")
+    tiny_web.write_committed(root, "state", _state_rows(), "2026-11-02")
     tiny_web.write(root, "host_policy", [{"host": "big.example", "crawl_delay_s": 1440.0,
                                           "max_fetches_per_day": None}])
     tiny_web.write(root, "frontier", [
@@ -86,10 +87,13 @@ def lanes_root(tmp_path_factory):
          "importance": float(i)} for i in range(1, 6)] + [
         {"url": "https://small.example/p31", "discovered_at": pd.Timestamp("2026-11-02", tz="UTC"),
          "importance": 9.0}], dt="2026-11-02")
-    hosts = pd.DataFrame({"host": ["big.example"], "cap_factor": [0.5], "trust_etag": [False],
-                          "trust_lm": [True], "audit_wanted": [True]})
-    os.makedirs(f"{root}/hosts/dt=2026-11-02")
-    hosts.to_parquet(f"{root}/hosts/dt=2026-11-02/part-0.parquet")
+    # small.example has no hosts row: it trusts no validator (allocate.HOST_DEFAULTS).
+    tiny_web.write_committed(root, "hosts", [{"host": "big.example", "cap_factor": 0.5,
+                                              "trust_etag": False, "trust_lm": True,
+                                              "audit_wanted": True}], "2026-11-02")
+    # build_schedule merges update_state's run record into metrics: it must exist.
+    write_stage_record(make_config(root), "2026-11-02", "update_state",
+                       {"urls_known": len(_state_rows()), "urls_gone": 0, "log_rows": 0})
     oracle = pd.DataFrame({"url": [r["url"] for r in _state_rows()], "lambda": 2.0})
     os.makedirs(f"{root}/oracle")
     oracle.to_parquet(f"{root}/oracle/part-0.parquet")

@@ -158,3 +158,11 @@ def test_build_schedule_refuses_uncommitted_candidates_and_keeps_the_old_schedul
     with pytest.raises(partitions.MissingPartitionError, match="never committed"):
         build_schedule.run(cfg, D0, spark)
     assert (sched / "_shards.json").exists()
+
+
+def test_dag_never_runs_a_day_on_top_of_a_failed_one(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=os.path.join(REPO, "dags")).dags["recrawl_daily"]
+    assert dag.max_active_runs == 1  # a catch-up replays the days in date order
+    assert all(t.depends_on_past for t in dag.tasks)

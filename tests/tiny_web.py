@@ -27,6 +27,15 @@ def write(root, table: str, rows: list[dict], dt: str | None = None, name="part-
     return os.path.join(path, name)
 
 
+def write_committed(root, table: str, rows: list[dict], dt: str) -> str:
+    """Write a table recrawl itself produces (state, hosts) as a committed partition."""
+    from jobs import partitions
+
+    path = write(root, table, rows, dt=dt)
+    partitions.commit_files(os.path.dirname(path), table, [path])
+    return path
+
+
 def fetch(url, at, status=200, etag=None, lm=None, h=None, nbytes=1000, conditional=False):
     return {"url": url, "fetched_at": pd.Timestamp(at, tz="UTC"), "status": status,
             "conditional": conditional, "etag": etag, "last_modified": lm, "content_hash": h,
