@@ -176,7 +176,11 @@ class DayLock:
         self._thread: threading.Thread | None = None
 
     def _body(self, state: str) -> bytes:
-        self._writes += 1  # every write unique, so cas_put can recognise its own
+        """A held lock's body is unique per write, so cas_put can recognise its own; a
+        released one is fixed, so a rerun leaves the bucket's objects byte-identical."""
+        if state == "released":
+            return manifest_bytes({"state": "released"})
+        self._writes += 1
         return manifest_bytes({"owner": self.owner, "state": state, "host": socket.gethostname(),
                                "pid": os.getpid(), "lease_s": self.lease_s, "write": self._writes})
 
