@@ -2,7 +2,8 @@
 
 Wiring only. Each task is an idempotent transaction over the logical date's partition;
 the Spark stages go through SparkSubmitOperator, whose connection decides local[2] or a
-cluster. The config file comes from $RECRAWL_CONFIG (defaults from jobs/config.py).
+cluster: on a cluster the jobs come only from the artefact ``airflow.py_files`` and only the
+operator's ``spark.cluster_settings`` are sent (``submit_options``). The config file comes from $RECRAWL_CONFIG (defaults from jobs/config.py).
 
 Operations: every task has an ``execution_timeout`` (``[airflow] *_timeout_s``); a failed
 run calls the notifier (``jobs.notify``: the ``recrawl_alerts`` webhook connection if
@@ -31,7 +32,7 @@ from airflow.providers.standard.sensors.python import PythonSensor  # noqa: E402
 from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineReference  # noqa: E402
 
 from jobs import dag_tasks, notify  # noqa: E402
-from jobs.config import load_config  # noqa: E402
+from jobs.config import embedded_master, load_config  # noqa: E402
 
 CONFIG_PATH = os.environ.get("RECRAWL_CONFIG", "")
 cfg = load_config(CONFIG_PATH or None)
@@ -82,17 +83,52 @@ class RecrawlDAG(DAG):
             self.deadline = alerts
 
 
+class RecrawlSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit of one stage; what it sends depends on the connection's master, which is
+    read when the task runs (never at parse time): see ``submit_options``."""
+
+    def _get_hook(self):
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        master = SparkSubmitHook(conn_id=self._conn_id)._connection["master"]
+        conf, self.env_vars = submit_options(master)
+        self.conf = {**conf, **(self.conf or {})}  # keeps what execute() injected (lineage)
+        return super()._get_hook()
+
+
+def submit_options(master: str) -> tuple[dict, dict | None]:
+    """(--conf settings, environment of spark-submit) for a stage on ``master``.
+
+    Embedded master (local[...], on this worker): the embedded defaults ``spark.settings``,
+    executors on this worker's interpreter, and the checkout on PYTHONPATH unless the artefact
+    is configured. A cluster: only the operator's ``spark.cluster_settings`` (merged over the
+    cluster's spark-defaults.conf, never replacing it) and ``spark.python`` if set; nothing of
+    this worker's filesystem, and the jobs only from the artefact ``airflow.py_files``.
+    """
+    if embedded_master(master):
+        env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        if not cfg.airflow.py_files:
+            env["PYTHONPATH"] = REPO
+        return dict(cfg.spark.settings), env
+    if not cfg.airflow.py_files:
+        raise ValueError(f"Spark master {master!r} is a cluster: it runs the jobs from the "
+                         "artefact only; set airflow.py_files (python -m jobs.artefact)")
+    conf = dict(cfg.spark.cluster_settings)
+    if cfg.spark.python:
+        conf["spark.pyspark.python"] = cfg.spark.python
+    return conf, None
+
+
 def spark_stage(stage: str) -> SparkSubmitOperator:
-    return SparkSubmitOperator(
+    args = ["--date", "{{ ds }}"] + (["--config", CONFIG_PATH] if CONFIG_PATH else [])
+    if cfg.airflow.py_files:  # the artefact's entry runs `recrawl <stage> ...` from the zip
+        application, args = cfg.airflow.entry, [stage.replace("_", "-")] + args
+    else:                     # embedded master only: the stage file of this checkout
+        application = os.path.join(REPO, "jobs", f"{stage}.py")
+    return RecrawlSparkSubmitOperator(
         task_id=stage, execution_timeout=timeout(stage), doc_md=DOCS[stage],
-        application=os.path.join(REPO, "jobs", f"{stage}.py"),
-        conn_id=cfg.airflow.spark_conn_id,
-        name=f"{cfg.spark.app_name}-{stage}",
-        application_args=["--date", "{{ ds }}"] + (["--config", CONFIG_PATH] if CONFIG_PATH else []),
-        py_files=cfg.airflow.py_files or None,
-        conf=dict(cfg.spark.settings),
-        env_vars={"PYTHONPATH": REPO, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)},
-    )
+        application=application, application_args=args, py_files=cfg.airflow.py_files or None,
+        conn_id=cfg.airflow.spark_conn_id, name=f"{cfg.spark.app_name}-{stage}")
 
 
 with RecrawlDAG(

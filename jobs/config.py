@@ -108,16 +108,34 @@ class ScheduleConfig:
 
 @dataclass(frozen=True)
 class SparkConfig:
-    master: str = _doc("Spark master; local[*] embedded, yarn/k8s://... on a cluster.",
+    master: str = _doc("Spark master of stages run outside spark-submit (`recrawl update-state "
+                       "...`); local[*] embedded, yarn or spark://host:port on a cluster. The DAG's "
+                       "stages take the master from the Airflow connection instead.",
                        default="local[*]")
     app_name: str = _doc("Spark application name prefix.", default="recrawl")
     state_buckets: int = _doc("URL-hash buckets a state update is split into (one pandas "
                               "batch each).", default=8)
-    settings: dict = _doc("Extra Spark settings, e.g. spark.sql.shuffle.partitions.",
+    settings: dict = _doc("Settings of the embedded master only (local[...]: laptop, CI, the demo); "
+                          "never sent to a cluster, whose spark-defaults.conf decides there.",
                           default_factory=lambda: {"spark.sql.shuffle.partitions": "8",
                                                    "spark.sql.session.timeZone": "UTC",
                                                    "spark.ui.enabled": "false",
                                                    "spark.ui.showConsoleProgress": "false"})
+    cluster_settings: dict = _doc("Settings sent (--conf) on a cluster master, on top of the "
+                                  "cluster's spark-defaults.conf: only these keys are ours, every "
+                                  "other key keeps the cluster's value. Empty: all the cluster's. "
+                                  "(spark.sql.session.timeZone is always UTC: jobs.spark_session.)",
+                                  default_factory=dict)
+    python: str = _doc("Python of the driver and executors on a cluster (sent as "
+                       "spark.pyspark.python), a path on the cluster's nodes with the pinned "
+                       "requirements but not this project. Empty: the cluster's own setting "
+                       "(spark-defaults.conf, spark-env.sh). The embedded master uses the Airflow "
+                       "worker's interpreter.", default="")
+
+
+def embedded_master(master: str) -> bool:
+    """True for Spark's embedded master (local, local[N], local[*], local-cluster[...])."""
+    return master.strip().startswith("local")
 
 
 def _is_loopback(host: str) -> bool:
@@ -173,10 +191,14 @@ class PublishConfig:
 @dataclass(frozen=True)
 class AirflowConfig:
     spark_conn_id: str = _doc("Airflow connection of the Spark master used by SparkSubmitOperator "
-                              "(its host is the master: local[2], yarn, k8s://...).",
+                              "(its host is the master: local[2], yarn, spark://host:7077).",
                               default="recrawl_spark")
-    py_files: str = _doc("Zip of the jobs package shipped with spark-submit on a cluster; empty "
-                         "runs the jobs from this checkout (PYTHONPATH).", default="")
+    py_files: str = _doc("The versioned jobs artefact, recrawl_jobs-<version>.zip (built by "
+                         "`python -m jobs.artefact`), as a path or URI spark-submit can read, with "
+                         "its driver entry recrawl_jobs-<version>.py beside it. Set: spark-submit "
+                         "ships the zip (--py-files) and runs the entry; required for a cluster "
+                         "master. Empty: the jobs run from this checkout (PYTHONPATH), on the "
+                         "embedded master only.", default="")
     start_date: str = _doc("First logical date of the daily DAG (UTC).", default="2026-11-01")
     catchup: bool = _doc("Backfill missed dates.", default=True)
     logs_timeout_s: float = _doc("How long to wait for a day's fetch logs.", default=21600.0)
@@ -209,7 +231,15 @@ class AirflowConfig:
     notifier: str = _doc("Custom alert notifier, package.module.callable taking the alert dict; "
                          "empty: the webhook connection above, else the log.", default="")
 
+    @property
+    def entry(self) -> str:
+        """The artefact's driver entry script (spark-submit's application): beside py_files."""
+        return self.py_files[:-len(".zip")] + ".py" if self.py_files else ""
+
     def __post_init__(self):
+        if self.py_files and not self.py_files.endswith(".zip"):
+            raise ConfigError("airflow.py_files must be the recrawl_jobs-<version>.zip artefact "
+                              "(python -m jobs.artefact) or empty")
         timeouts = ("poke_timeout_s", "validate_logs_timeout_s", "update_state_timeout_s",
                     "allocate_timeout_s", "build_schedule_timeout_s", "publish_timeout_s",
                     "verify_timeout_s")
@@ -473,9 +503,11 @@ def load_config(path: Optional[str] = None, overrides: Optional[list[str]] = Non
             raise ConfigError(f"override {item!r} is not section.key=value")
         key, value = item.split("=", 1)
         section, name = key.split(".", 1)
-        if section == "spark" and name.startswith("settings."):
-            values.setdefault("spark", {}).setdefault("settings", dict(SparkConfig().settings))
-            values["spark"]["settings"][name[len("settings."):]] = value
+        table = name.split(".", 1)[0]
+        if section == "spark" and table in ("settings", "cluster_settings") and "." in name:
+            default = dict(getattr(SparkConfig(), table))
+            values.setdefault("spark", {}).setdefault(table, default)
+            values["spark"][table][name[len(table) + 1:]] = value
             continue
         values.setdefault(section, {})[name] = value
     sections = {}

@@ -31,7 +31,9 @@ def test_dagbag_has_no_import_errors(airflow_db):
         "publish", "verify"]
     assert dag.catchup is True and dag.schedule == "@daily"
     assert str(dag.timetable.timezone) in ("UTC", "Timezone('UTC')")
-    spark_tasks = [t for t in dag.tasks if t.task_type == "SparkSubmitOperator"]
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    spark_tasks = [t for t in dag.tasks if isinstance(t, SparkSubmitOperator)]
     assert {t.task_id for t in spark_tasks} == {"update_state", "allocate", "build_schedule"}
 
 
