@@ -138,11 +138,16 @@ def audit_conversions(selected, cfg: Config, day: str):
         if taken + r["count"] > limit:
             break
         taken, top = taken + r["count"], r["b"]
-    convert = eligible & (hbin <= F.lit(top))
-    out = (selected.withColumn("method", F.when(convert, "full").otherwise(F.col("method")))
+    # Evaluated once, before method changes: re-evaluating ``eligible`` after the method
+    # column became "full" kept the validators, so audits were sent as conditional GETs
+    # that a lying host could answer with a 304 (verify's method/validator check found it).
+    convert = F.col("_audit_convert")
+    out = (selected.withColumn("_audit_convert", eligible & (hbin <= F.lit(top)))
+           .withColumn("method", F.when(convert, "full").otherwise(F.col("method")))
            .withColumn("if_none_match", F.when(convert, None).otherwise(F.col("if_none_match")))
            .withColumn("if_modified_since",
-                       F.when(convert, None).otherwise(F.col("if_modified_since"))))
+                       F.when(convert, None).otherwise(F.col("if_modified_since")))
+           .drop("_audit_convert"))
     return out, taken
 
 

@@ -138,3 +138,22 @@ def test_check_schedule_rules(infos, due, message):
     cfg = make_config("/nonexistent", "budget.daily_fetches=10")
     with pytest.raises(build_schedule.AbsurdScheduleError, match=message):
         build_schedule.check_schedule(infos, cfg, due)
+
+
+def test_audit_conversions_drop_the_validators_of_the_rows_they_convert(spark):
+    # On a0a3a53 the validators were kept: `eligible` was re-evaluated after method had
+    # already become "full", so audits went out as conditional GETs (a 304 defeats them).
+    from tests.conftest import make_config
+
+    rows = [("https://a.example/p%d" % i, "conditional", '"e%d"' % i,
+             "Sun, 01 Nov 2026 00:00:00 GMT", True) for i in range(40)]
+    selected = spark.createDataFrame(rows, "url string, method string, if_none_match string, "
+                                           "if_modified_since string, audit_wanted boolean")
+    cfg = make_config("/nonexistent", "budget.daily_fetches=100", "budget.audit_share=0.2")
+    out, taken = build_schedule.audit_conversions(selected, cfg, "2026-11-03")
+    got = out.toPandas()
+    full = got[got.method == "full"]
+    assert taken == len(full) and 0 < taken <= 20
+    assert full.if_none_match.isna().all() and full.if_modified_since.isna().all()
+    cond = got[got.method == "conditional"]
+    assert cond.if_none_match.notna().all()
