@@ -204,7 +204,7 @@ def _published(s3, bucket: str) -> dict:
         body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
         if key.endswith("_manifest.json"):
             manifest = json.loads(body)
-            manifest.pop("extra")  # the run's config: data root, target, artefact differ
+            manifest.pop("extra")  # the run's config: data root, endpoint, artefact differ
             out[key] = manifest
         else:
             out[key] = hashlib.sha256(body).hexdigest()
@@ -281,14 +281,17 @@ def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
     for root in roots.values():
         shutil.copytree(base, root)
     timings = {"cluster_start_s": cluster["start_s"]}
-    with dummy_aws_env(), MotoS3Server() as s3:
-        common = [*BASE, f"publish.endpoint_url={s3.endpoint_url}"]
+    # One S3 server per run, the same target: the schedules Asset (named by the target's URI)
+    # is the same in both runs, and each run's objects stay apart.
+    with dummy_aws_env(), MotoS3Server() as s3_local, MotoS3Server() as s3_cluster:
+        s3 = {"local": s3_local, "cluster": s3_cluster}
         for name in roots:
-            ensure_bucket(s3.endpoint_url, f"sched-{name}")
+            ensure_bucket(s3[name].endpoint_url, "sched")
+        common = [*BASE, "publish.target=s3://sched/daily"]
         # local[2]: the checkout, the embedded defaults (shuffle partitions as the cluster's)
         local_cfg = work / "local.toml"
         _write_config(local_cfg, [*common, f"paths.root={roots['local']}", "spark.master=local[2]",
-                                  "publish.target=s3://sched-local/daily",
+                                  f"publish.endpoint_url={s3_local.endpoint_url}",
                                   f"spark.settings.spark.sql.shuffle.partitions={SHUFFLE}"])
         timings["local_2_dates_s"] = _run_dates(
             local_cfg, {"conn_type": "spark", "host": "local[2]"}, {})
@@ -296,7 +299,7 @@ def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
         # it), the cluster's spark-defaults.conf via SPARK_CONF_DIR, no PYTHONPATH anywhere
         cluster_cfg = work / "cluster.toml"
         _write_config(cluster_cfg, [*common, f"paths.root={roots['cluster']}",
-                                    "publish.target=s3://sched-cluster/daily",
+                                    f"publish.endpoint_url={s3_cluster.endpoint_url}",
                                     f"airflow.py_files={artefact['zip']}"])
         env = {"SPARK_CONF_DIR": cluster["conf_dir"], "PYTHONPATH": None, "PYSPARK_PYTHON": None,
                "PYSPARK_DRIVER_PYTHON": None}
@@ -325,7 +328,7 @@ def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
                 else:
                     os.environ[key] = value
         report = json.loads((probe.parent / "probe.json").read_text())
-        published = {name: _published(s3, f"sched-{name}") for name in roots}
+        published = {name: _published(s3[name], "sched") for name in roots}
     print(f"\ne2e timings: {json.dumps(timings)}\nstandalone command: {' '.join(command)}")
     return {"roots": roots, "published": published, "probe": report, "timings": timings,
             "command": command, "cluster": cluster}
