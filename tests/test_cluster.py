@@ -5,8 +5,10 @@
 ``spark://127.0.0.1:PORT``, build the versioned artefact (``python -m jobs.artefact``) and run
 the real DAG for two consecutive dates through ``SparkSubmitOperator``, publishing to moto over
 HTTP; the same two dates run on ``local[2]`` from the checkout in another data root. The
-published objects and every committed table must be identical byte for byte, and a probe
-application submitted the same way shows where the executors' code came from.
+published objects (shards, manifest but its ``extra`` = the run's config) and the staged shards
+must be identical byte for byte; every Spark-written table partition identical in its page bytes
+and rows, its footer up to parquet-mr's JVM-dependent encoding-set order (``_parquet_digest``).
+A probe application submitted the same way shows where the executors' code came from.
 
 The other tests here render the spark-submit commands the operator builds for a YARN and a
 standalone connection (no worker paths, the artefact as ``--py-files``) without running them.
@@ -31,6 +33,7 @@ from tests.s3server import MotoS3Server, dummy_aws_env
 D0, D1, D2 = "2026-11-18", "2026-11-19", "2026-11-20"
 URLS, HOSTS, BUDGET = 300, 8, 120
 SHUFFLE = "4"  # the cluster's spark-defaults.conf value; the local run sets the same
+VENV = os.path.dirname(os.path.dirname(sys.executable))
 CLUSTER_PYTHON = "/opt/recrawl/venv/bin/python"  # a path on the cluster's nodes (render tests)
 # airflow.retries=0: a failed task fails the run now instead of waiting retry_delay_s.
 # budget.audit_share=0: build_schedule's audit conversion (jobs/build_schedule.py, the rows made
@@ -177,17 +180,45 @@ spark.stop()
 '''
 
 
+def _parquet_digest(path: Path) -> dict:
+    """A Spark-written Parquet file, byte for byte except one thing: parquet-mr writes each
+    column chunk's set of encodings in a JVM's hash-set order (e.g. PLAIN,RLE vs RLE,PLAIN), which
+    differs between JVMs, even between two local runs. So: the exact bytes before the footer (every
+    page), the footer with those sets sorted, and the rows. Metrics rows carry the run's config
+    (data root, endpoint, artefact, Spark keys differ by construction): compared without those."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    if "config_json" in table.column_names:  # metrics: the run's own config, as in the manifest
+        configs = [json.loads(c) for c in table.column("config_json").to_pylist()]
+        for c in configs:  # what differs between the runs by construction
+            c["paths"].pop("root"), c["publish"].pop("endpoint_url"), c["airflow"].pop("py_files")
+            c.pop("spark")
+        rest = table.drop_columns(["config_json"]).to_pandas().to_json()
+        return {"rows_sha256": hashlib.sha256(rest.encode()).hexdigest(), "configs": configs}
+    data = path.read_bytes()
+    assert data[-4:] == b"PAR1"
+    footer_len = int.from_bytes(data[-8:-4], "little")
+    meta = pq.ParquetFile(path).metadata.to_dict()
+    for group in meta["row_groups"]:
+        for column in group["columns"]:
+            column["encodings"] = sorted(column["encodings"])
+    return {"pages_sha256": hashlib.sha256(data[:len(data) - 8 - footer_len]).hexdigest(),
+            "footer": meta, "kv": pq.ParquetFile(path).metadata.metadata,
+            "rows_sha256": hashlib.sha256(table.to_pandas().to_json().encode()).hexdigest()}
+
+
 def _files_digest(root: Path) -> dict:
-    """Every committed table partition: marker rows and each file's sha256 (names carry a
-    Spark job uuid); the staged schedule shards and their index, by name (content-addressed)."""
+    """Every committed table partition: marker rows and each file's digest in commit order
+    (names carry a Spark job uuid); the staged schedule shards and their index byte for byte
+    (pyarrow, content-addressed names)."""
     out = {}
     for marker in sorted(root.rglob("_COMMITTED.json")):
         part = marker.parent
         data = json.loads(marker.read_text())
         out[str(part.relative_to(root))] = {
             "rows": data["rows"], "extra": data.get("extra", {}),
-            "files": [(f["rows"], hashlib.sha256((part / f["name"]).read_bytes()).hexdigest())
-                      for f in data["files"]]}
+            "files": [(f["rows"], _parquet_digest(part / f["name"])) for f in data["files"]]}
     for shard in sorted((root / "schedules").rglob("*")):
         if shard.is_file():
             out[str(shard.relative_to(root))] = hashlib.sha256(shard.read_bytes()).hexdigest()
@@ -356,8 +387,10 @@ def test_e2e_executors_import_the_jobs_only_from_the_artefact(two_runs, artefact
         assert f"/{zip_name}/jobs/" in ex["jobs"], ex
         assert ex["python"] == two_runs["cluster"]["python"]  # the cluster's, not the worker's
         assert ex["cwd"].startswith(two_runs["cluster"]["dir"])  # a worker's work dir
-        assert REPO not in (ex["PYTHONPATH"] or "")
-        assert REPO not in ex["sys_path"] and os.path.join(REPO, "jobs") not in ex["sys_path"]
+        # nothing of the checkout: only Spark's own pyspark/py4j zips (they live in the venv)
+        entries = (ex["PYTHONPATH"] or "").split(os.pathsep) + ex["sys_path"]
+        assert not [e for e in entries if e == REPO or (e.startswith(REPO + os.sep)
+                                                          and not e.startswith(VENV + os.sep))], ex
         # the same interpreter, environment and directory without the artefact: no jobs at all
         assert ex["fresh_rc"] != 0 and "No module named 'jobs'" in ex["fresh_out"], ex
 
