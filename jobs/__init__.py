@@ -1,0 +1,17 @@
+"""recrawl's pipeline: the daily stages and their I/O.
+
+Top level of this package: the stages the DAG runs (``validate_logs``, ``update_state``,
+``allocate``, ``build_schedule``, ``publish``, ``verify``), the operator's ``rebuild_state``,
+and the shell they share (``config``, ``schemas``, ``dates``, ``partitions``, ``storage``,
+``objstore``, ``runlog``, ``spark_session``, ``cli``, ``dag_tasks``, ...). Stages never import
+each other; what two stages share lives in a shared module. Subpackages:
+
+- ``core``: pure numpy/pandas maths (estimators, allocation, plans); imports only ``core``.
+- ``fleet``: code the fetcher fleet runs (content fingerprints, the schedule reader).
+- ``sim``: the synthetic web with ground truth; imports only ``sim``, ``schemas``, ``fleet``.
+- ``backtest``: the closed loop of the real stages against ``sim``.
+- ``studies``: benchmarks, studies and figure scripts; nothing imports them.
+- ``tools``: the sample generator and the local demo; only ``studies`` and tests import them.
+
+The rules are checked by ``tests/test_layout.py``.
+"""

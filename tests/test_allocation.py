@@ -9,7 +9,7 @@ import pytest
 import scipy
 from scipy.optimize import minimize
 
-from jobs.core.allocation import (
+from jobs.core.allocation_reference import (
     allocate, host_demand_curve, marginal_value, multiplier_bounds, multiplier_grid,
     objective_value, optimal_rates, refine_grid, solve_host, solve_multiplier)
 from jobs.core.allocation_hosts import caps_for, encode_hosts, floor_demand

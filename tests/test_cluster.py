@@ -51,7 +51,7 @@ def _dagbag():
 
 def _write_config(path: Path, overrides: list[str]):
     from jobs.config import load_config
-    from jobs.demo import toml_text
+    from jobs.tools.demo import toml_text
 
     cfg = load_config(None, overrides)
     path.write_text(toml_text(cfg))
@@ -302,7 +302,7 @@ def _group_alive(pgid: int) -> bool:
 def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
     from jobs import rebuild_state
     from jobs.config import load_config
-    from jobs.generate_sample import generate_sample
+    from jobs.tools.generate_sample import generate_sample
     from jobs.publish import ensure_bucket
 
     work = tmp_path_factory.mktemp("e2e")

@@ -54,7 +54,7 @@ def test_publish_refuses_an_insecure_endpoint_before_any_network(tmp_path):
 
 
 def test_demo_sets_its_loopback_endpoint_explicitly(tmp_path):
-    from jobs.demo import demo_overrides
+    from jobs.tools.demo import demo_overrides
     cfg = load_config(None, demo_overrides(tmp_path, "http://127.0.0.1:9000"))
     assert cfg.publish.endpoint_url == "http://127.0.0.1:9000"
     with pytest.raises(ValueError, match="endpoint required"):

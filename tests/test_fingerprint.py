@@ -1,4 +1,4 @@
-"""Tests for jobs.fingerprint on hand-written HTML fixtures."""
+"""Tests for jobs.fleet.fingerprint on hand-written HTML fixtures."""
 from __future__ import annotations
 
 import hashlib
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.fingerprint import (COSMETIC_MAX_DISTANCE, EMPTY_CONTENT_HASH, FINGERPRINT_VERSION,
+from jobs.fleet.fingerprint import (COSMETIC_MAX_DISTANCE, EMPTY_CONTENT_HASH, FINGERPRINT_VERSION,
                               MAX_HTML_BYTES, Fingerprint, content_hash, decode_html,
                               extract_main_text, fingerprint, is_cosmetic_change,
                               normalize_text, simhash_distance)

@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from jobs.generate_sample import generate_sample, main
+from jobs.tools.generate_sample import generate_sample, main
 from jobs.sim import SyntheticWeb, WebParams, politeness_violations
 from jobs.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCHEMA,
                                IMPORTANCE_SCHEMA, SIGNALS_SCHEMA)

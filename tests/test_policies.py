@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobs.core.allocation import allocate, multiplier_grid, objective_value, refine_grid
+from jobs.core.allocation_reference import allocate, multiplier_grid, objective_value, refine_grid
 from jobs.core.freshness import freshness
 from jobs.core.policies import SECONDS_PER_DAY, get_policy, policy_rates
 

@@ -26,7 +26,7 @@ SPARK_SETS = ["spark.master=local[2]", "spark.state_buckets=2", "schedule.n_shar
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    from jobs.generate_sample import generate_sample
+    from jobs.tools.generate_sample import generate_sample
 
     root = tmp_path_factory.mktemp("inputs") / "data"
     generate_sample(str(root), urls=240, hosts=8, days=3, end_date=D2, seed=3, signal_days=2)

@@ -4,7 +4,7 @@ import pytest
 
 from jobs.config import load_config
 from jobs.core import trust
-from jobs.study_trust import run_study
+from jobs.studies.study_trust import run_study
 
 CFG = load_config()
 

@@ -156,7 +156,7 @@ def test_audit_rows_are_measurement_only(three_days):
 
 
 def test_rebuild_equals_incremental_on_generated_data(spark, tmp_path):
-    from jobs.generate_sample import generate_sample
+    from jobs.tools.generate_sample import generate_sample
 
     root = str(tmp_path / "gen")
     generate_sample(root, urls=240, hosts=8, days=2, end_date="2024-01-03", seed=3,

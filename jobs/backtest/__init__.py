@@ -2,4 +2,6 @@
 
 Entry points: :class:`jobs.backtest.loop.BacktestSpec`, :func:`jobs.backtest.loop.run_backtest`
 and the CLI ``python -m jobs.backtest`` (see docs/backtest.md).
+
+May import the stages, ``sim`` and ``tools``; only ``studies`` and the tests import it.
 """

@@ -2,6 +2,9 @@
 
 Entry points: :class:`WebParams`, :class:`SyntheticWeb`, :class:`Simulation`
 (step one day at a time with a planner schedule), :func:`run_history`.
+
+Imports only ``sim``, ``schemas`` (the contracts it writes) and ``fleet``; never the stages,
+so the world the planner is scored against cannot see the planner.
 """
 from jobs.sim.legacy import LegacyCrawler, run_history
 from jobs.sim.params import WebParams

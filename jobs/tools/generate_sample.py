@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m jobs.generate_sample --root DIR --urls 20000 --hosts 200 --days 14 \
+    python -m jobs.tools.generate_sample --root DIR --urls 20000 --hosts 200 --days 14 \
         --end-date 2024-01-14 --seed 0
 
 Hosts are processed in chunks of whole shards, so memory is bounded by the

@@ -2,13 +2,13 @@
 
 Usage::
 
-    python -m jobs.bench_allocation --root /tmp/bench1m --urls 1000000 --hosts 2000 \
+    python -m jobs.studies.bench_allocation --root /tmp/bench1m --urls 1000000 --hosts 2000 \
         --generate --set spark.master=local[2] --set policy.name=optimal
 
-``--generate`` writes 2 days of history with :mod:`jobs.generate_sample` and runs
+``--generate`` writes 2 days of history with :mod:`jobs.tools.generate_sample` and runs
 validate_logs + update_state for both days (timed separately, not part of the figure).
 ``--synthetic`` instead writes the state and frontier tables directly
-(:mod:`jobs.bench_state`), which is what makes 10M URLs affordable on 2 cores.
+(:mod:`jobs.studies.bench_state`), which is what makes 10M URLs affordable on 2 cores.
 Then ``allocate`` (3 passes over the page table) and, unless ``--allocate-only``,
 ``build_schedule`` are timed. Peak memory is the largest sum of RSS over this process
 and all its children (the JVM driver/executor and the Python workers), sampled every
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     spark = get_spark(cfg, "bench")
     if args.generate:
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "jobs.generate_sample", "--root", args.root,
+        subprocess.run([sys.executable, "-m", "jobs.tools.generate_sample", "--root", args.root,
                         "--urls", str(args.urls), "--hosts", str(args.hosts), "--days", "2",
                         "--end-date", args.end_date], check=True, stdout=subprocess.DEVNULL)
         print(json.dumps({"stage": "generate", "seconds": round(time.perf_counter() - t0, 1)}),
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
             timed(f"update_state {d}", lambda d=d: update_state.run(
                 cfg, d, spark, bootstrap=(d == days[0])), None)
     if args.synthetic:
-        from jobs.bench_state import write_synthetic
+        from jobs.studies.bench_state import write_synthetic
 
         t0 = time.perf_counter()
         made = write_synthetic(args.root, days[-1], args.urls, args.hosts)

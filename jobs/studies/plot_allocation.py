@@ -1,7 +1,7 @@
 """Figure for docs/allocation.md: weighted freshness against budget, per policy.
 
-Run: ``python -m jobs.plot_allocation docs/freshness_vs_budget.png`` (about 20 s).
-Same seeded instance as :mod:`jobs.core.allocation_figures` (2000 pages, 20 Zipf-sized
+Run: ``python -m jobs.studies.plot_allocation docs/freshness_vs_budget.png`` (about 20 s).
+Same seeded instance as :mod:`jobs.studies.allocation_figures` (2000 pages, 20 Zipf-sized
 hosts, the three largest capped at 0.02 visits/page/day, f_min = 1/90, f_max = 24).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jobs.core.allocation_figures import synthetic_pages  # noqa: E402
+from jobs.studies.allocation_figures import synthetic_pages  # noqa: E402
 from jobs.core.allocation_kkt import objective_value  # noqa: E402
 from jobs.core.policies import get_policy, policy_rates  # noqa: E402
 

@@ -1,6 +1,6 @@
-"""Benchmark main-content extractors for ``jobs.fingerprint``.
+"""Benchmark main-content extractors for ``jobs.fleet.fingerprint``.
 
-Run ``python -m jobs.bench_extractors [--pages N] [--repeats R]``. Prints,
+Run ``python -m jobs.studies.bench_extractors [--pages N] [--repeats R]``. Prints,
 per extractor: pages/s (median of repeats) on generated news-like pages,
 failures (exceptions, or no text from a page that has some), how often a
 purely cosmetic re-render (new ad, timestamp, CSRF token, trending widget)
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.fingerprint import (MAX_HTML_BYTES, VOLATILE_SELECTORS, decode_html,
+from jobs.fleet.fingerprint import (MAX_HTML_BYTES, VOLATILE_SELECTORS, decode_html,
                               extract_main_text, fingerprint, normalize_text)
 
 _WORDS = ("council bridge river engineers report budget residents traffic "
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def end_to_end_rate(pages: list[str | bytes], repeats: int) -> float:
-    """Median pages/s of the full :func:`jobs.fingerprint.fingerprint` call."""
+    """Median pages/s of the full :func:`jobs.fleet.fingerprint.fingerprint` call."""
     rates = []
     for _ in range(repeats):
         start = time.perf_counter()

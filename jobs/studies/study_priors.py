@@ -2,13 +2,13 @@
 
 Usage::
 
-    python -m jobs.study_priors --workdir var/backtest/work --seeds 0 1 2 \
+    python -m jobs.studies.study_priors --workdir var/backtest/work --seeds 0 1 2 \
         --dates 2026-01-07 2026-01-09
 
 For each seed and state date of the ``optimal`` run in a backtest work directory, λ is
 re-estimated from the stored sufficient statistics with every ``estimation.prior_level``
 (the same pure functions update_state runs), the budgeted allocation is solved in memory
-with each set of estimates (:func:`jobs.core.allocation.allocate`, 1 h floor, 90 d cap),
+with each set of estimates (:func:`jobs.core.allocation_reference.allocate`, 1 h floor, 90 d cap),
 and each allocation is scored with the simulator's true λ: expected importance-weighted
 freshness Σ w F̄(λ, f) / Σ w. Printed relative to the allocation that knew the true λ
 (the oracle), so 1.0 is perfect estimation. The budget is ``--budget`` × pages.
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import state_update
-from jobs.core.allocation import allocate
+from jobs.core.allocation_reference import allocate
 from jobs.core.estimators_shrinkage import STATS_COLUMNS, fit_group_priors, group_key_from_url
 from jobs.core.freshness import freshness
 

@@ -20,7 +20,7 @@ import pandas as pd
 from jobs.config import Config, load_config
 from jobs.build_schedule import schedule_date
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BUCKET = "recrawl-schedules"
 
 
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     config_path = workdir / "recrawl.toml"
     config_path.write_text(toml_text(cfg))
 
-    from jobs.generate_sample import generate_sample
+    from jobs.tools.generate_sample import generate_sample
     from jobs.publish import ensure_bucket
 
     shutil.rmtree(root, ignore_errors=True)

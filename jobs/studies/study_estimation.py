@@ -1,7 +1,7 @@
 """Seeded accuracy study of the change-rate estimators (tables for docs/estimation.md).
 
-Run:  .venv/bin/python -m jobs.study_estimation            (full, < 2 min on 1 core)
-      .venv/bin/python -m jobs.study_estimation --reps 60 --hosts 80   (quick)
+Run:  .venv/bin/python -m jobs.studies.study_estimation            (full, < 2 min on 1 core)
+      .venv/bin/python -m jobs.studies.study_estimation --reps 60 --hosts 80   (quick)
 
 Ground truth: Poisson changes at rate λ; a URL is fetched ``n`` times at
 intervals ``t`` that are either regular (``t = I``) or jittered (``t = I·e^Z``,

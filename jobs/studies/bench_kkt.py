@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m jobs.bench_kkt --pages 600000 --repeats 7
+    python -m jobs.studies.bench_kkt --pages 600000 --repeats 7
 
 Both solve g(r) = μλ/w for the same pages (λ log-normal around 0.37/day, σ 1.5; weights
 log-normal) at 16 levels spread over the demand grid's range; prints the median ns per

@@ -1,6 +1,6 @@
 """Figures for docs/allocation.md on a seeded synthetic instance.
 
-Run: ``python -m jobs.core.allocation_figures`` (about 10 s on one core).
+Run: ``python -m jobs.studies.allocation_figures`` (about 10 s on one core).
 Prints (1) importance-weighted mean freshness and age against budget for each
 policy, (2) accuracy of the demand-curve path against the exact solver.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from jobs.core.allocation import (
+from jobs.core.allocation_reference import (
     allocate, host_demand_curve, multiplier_bounds, multiplier_grid, objective_value,
     refine_grid, solve_host, solve_multiplier)
 from jobs.core.allocation_hosts import caps_for, encode_hosts, floor_demand

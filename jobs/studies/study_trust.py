@@ -13,7 +13,7 @@ in one process, exactly as update_state runs them per bucket. Reported:
 * for frozen-LM hosts, the number of audits (full fetches of the host compared with a
   stored copy) until the host was first classified ``frozen_lm``.
 
-Run: ``python -m jobs.study_trust`` (seed 7, 4000 URLs, 60 hosts, 21 days, audit share 0.05).
+Run: ``python -m jobs.studies.study_trust`` (seed 7, 4000 URLs, 60 hosts, 21 days, audit share 0.05).
 """
 from __future__ import annotations
 

@@ -1,0 +1,93 @@
+"""The package layout's import rules (jobs/__init__.py says them in prose; this is the table).
+
+Every import in every module of ``jobs`` is read with :mod:`ast`, function-local ones
+included, so a rule cannot be dodged by importing late.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+JOBS = Path(__file__).resolve().parents[1] / "jobs"
+
+# The DAG's stages: none may import another (what two share lives in a shared module).
+STAGES = {"jobs.validate_logs", "jobs.update_state", "jobs.allocate", "jobs.build_schedule",
+          "jobs.publish", "jobs.verify"}
+
+# package -> packages/modules (by prefix) its modules may import from jobs.
+ALLOWED = {
+    "jobs.core": ("jobs.core",),
+    "jobs.fleet": ("jobs.fleet", "jobs.core", "jobs.schemas"),
+    "jobs.sim": ("jobs.sim", "jobs.schemas", "jobs.fleet"),
+}
+# package -> jobs packages its modules must never import.
+FORBIDDEN = {
+    "jobs": ("jobs.studies", "jobs.tools", "jobs.backtest", "jobs.sim"),
+    "jobs.backtest": ("jobs.studies",),
+    "jobs.tools": ("jobs.studies",),
+}
+NO_PYSPARK = ("jobs.core", "jobs.fleet", "jobs.sim")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(JOBS.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            # `from jobs import allocate` imports the module jobs.allocate
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+MODULES = {module_name(p): imports_of(p) for p in sorted(JOBS.rglob("*.py"))}
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    sub = ".".join(parts[:2])
+    return sub if len(parts) >= 2 and (JOBS / parts[1]).is_dir() else "jobs"
+
+
+def under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def real_jobs_modules(imported: set[str]) -> set[str]:
+    """The jobs modules/packages actually named (``from jobs import x`` adds jobs.x)."""
+    return {m for m in imported if m.startswith("jobs.") and (m in MODULES or under(m, MODULES))}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_module_imports_follow_the_layout(module):
+    package = package_of(module)
+    imported = real_jobs_modules(MODULES[module])
+    problems = []
+    if package in ALLOWED:
+        problems += [m for m in imported if not under(m, ALLOWED[package])]
+    problems += [m for m in imported if under(m, FORBIDDEN.get(package, ()))]
+    if module in STAGES:
+        problems += [m for m in imported if m in STAGES and m != module]
+    if under(module, NO_PYSPARK):
+        problems += [m for m in MODULES[module] if under(m, ("pyspark",))]
+    assert not problems, f"{module} ({package}) may not import {sorted(set(problems))}"
+
+
+def test_every_package_says_what_lives_there_and_who_may_import_it():
+    for init in JOBS.rglob("__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and "import" in doc.lower(), f"{init} needs a docstring naming what may import it"
+
+
+def test_the_rules_catch_a_stage_importing_a_stage(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from jobs import allocate\n")
+    assert "jobs.allocate" in real_jobs_modules(imports_of(bad))
