@@ -26,6 +26,7 @@ from jobs import budget_cut, ingest, partitions, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
+from jobs.params import budget_params  # noqa: E402
 from jobs.policy_rates import solve_levels  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
@@ -154,7 +155,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     # Files first, the cut solved from exactly those files, then both committed together.
     files = partitions.append_files(candidates, cand_path)
     written = spark.read.parquet(*files)
-    cut = budget_cut.solve(written, cfg, rate_info["lane_budgets"])
+    cut = budget_cut.solve(written, rate_info["lane_budgets"], budget_params(cfg).daily_fetches)
     sums = ["due_count", "carried", "known_urls", "weight_sum", "weighted_freshness",
             "w_fast", "wf_fast", "w_refresh", "wf_refresh", "signals", "discovery_deferred"]
     totals = (written.filter(F.col("url").isNull())

@@ -6,10 +6,10 @@ which the lane's budget runs out; build_schedule keeps every visit above that bi
 inside it, exactly the number that still fits, by priority. So the total never exceeds
 the budget and no per-URL data reaches the driver.
 
-Lane budgets: fast, audit and discovery get what allocate planned for them (by default
-their configured shares; with ``budget.split = auto`` the discovery budget it chose), or
-less if they have fewer candidates; refresh gets everything else, so budget a lane cannot
-use flows to refresh. ``audit`` is the policy-independent freshness audit sample; its rows
+Lane budgets (:func:`jobs.core.lanes.cut_budgets`): fast, audit and discovery get what
+allocate planned for them (:meth:`jobs.core.lanes.LaneBudgets.planned`), or less if they
+have fewer candidates; refresh gets everything else, so budget a lane cannot use flows to
+refresh. ``audit`` is the policy-independent freshness audit sample; its rows
 are written to the schedule with lane ``audit`` and method ``full``. Their ``priority`` is a
 hash of (URL, day) (see :func:`jobs.core.host_plan.plan_host`), so when the audit budget
 is smaller than the day's due sample, the cut keeps a uniform random subset of it rather
@@ -17,9 +17,7 @@ than the pages the policy thinks most likely changed.
 """
 from __future__ import annotations
 
-import math
-
-from jobs.config import Config
+from jobs.core.lanes import cut_budgets
 
 BINS_PER_OCTAVE = 16
 ZERO_BIN = -100_000
@@ -34,18 +32,6 @@ def bin_column():
             .cast("long"))
 
 
-def lane_budgets(cfg: Config, counts: dict, planned: dict | None = None) -> dict:
-    total = cfg.budget.daily_fetches
-    b = cfg.budget
-    planned = planned or {"fast": math.floor(b.fast_share * total),
-                          "audit": math.floor(b.audit_share * total),
-                          "discovery": math.floor(b.discovery_share * total)}
-    out = {lane: max(0, min(counts.get(lane, 0), int(planned.get(lane, 0))))
-           for lane in ("fast", "audit", "discovery")}
-    out["refresh"] = max(0, total - sum(out.values()))
-    return out
-
-
 def cut_lane(hist: dict, budget: int) -> dict:
     """``hist`` maps bin -> count. Returns the threshold bin and how many to take in it."""
     taken = 0
@@ -56,8 +42,9 @@ def cut_lane(hist: dict, budget: int) -> dict:
     return {"threshold_bin": None, "boundary_take": 0, "selected": taken}
 
 
-def solve(candidates, cfg: Config, planned: dict | None = None) -> dict:
-    """Per-lane budget, candidate count, threshold bin and boundary take."""
+def solve(candidates, planned: dict, total: int) -> dict:
+    """Per-lane budget, candidate count, threshold bin and boundary take, for the lane
+    budgets ``planned`` by allocate within the day's ``total``."""
     from pyspark.sql import functions as F
 
     rows = (candidates.filter(F.col("url").isNotNull()).withColumn("bin", bin_column())
@@ -66,7 +53,7 @@ def solve(candidates, cfg: Config, planned: dict | None = None) -> dict:
     for r in rows:
         hist.setdefault(r["lane"], {})[int(r["bin"])] = int(r["count"])
     counts = {lane: sum(h.values()) for lane, h in hist.items()}
-    budgets = lane_budgets(cfg, counts, planned)
+    budgets = cut_budgets(planned, total, counts)
     out = {}
     for lane in LANES:
         out[lane] = {"budget": budgets[lane], "candidates": counts.get(lane, 0),

@@ -28,7 +28,8 @@ from jobs import budget_cut, partitions, schemas, shards, storage  # noqa: E402
 from jobs.allocate import planning_window, work_path  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
-from jobs.core import plan  # noqa: E402
+from jobs.core import lanes, plan  # noqa: E402
+from jobs.params import budget_params  # noqa: E402
 from jobs.runlog import read_stage_record, write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
@@ -65,15 +66,17 @@ def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_en
     return write_group
 
 
-def check_schedule(infos: list[dict], cfg: Config, due_total: int) -> None:
+def check_schedule(infos: list[dict], budget: int, due_total: int) -> None:
+    """Refuse a schedule over ``budget`` (the day's fetches), closer than a crawl delay, or
+    empty while visits are due."""
     rows = sum(i["rows"] for i in infos)
-    if rows > cfg.budget.daily_fetches:
-        raise AbsurdScheduleError(f"{rows} rows exceed the budget {cfg.budget.daily_fetches}")
+    if rows > budget:
+        raise AbsurdScheduleError(f"{rows} rows exceed the budget {budget}")
     gaps = [i["min_gap_ratio"] for i in infos if i.get("min_gap_ratio") is not None]
     if gaps and min(gaps) < 1.0 - 1e-9:
         raise AbsurdScheduleError(f"a host's rows are closer than its crawl delay "
                                   f"(min gap = {min(gaps):.3f} x delay)")
-    if rows == 0 and due_total > 0 and cfg.budget.daily_fetches > 0:
+    if rows == 0 and due_total > 0 and budget > 0:
         raise AbsurdScheduleError(f"no rows scheduled while {due_total} visits are due")
 
 
@@ -87,7 +90,9 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     cut = partitions.read_marker(cand_path)["extra"]["cut"]
     candidates = spark.read.parquet(*files)
     selected = budget_cut.apply(candidates, cut)
-    selected, conversions = audit_conversions(selected, cfg, schedule_date(run_date))
+    bp = budget_params(cfg)
+    selected, conversions = audit_conversions(selected, lanes.share_targets(bp)["audit"],
+                                              schedule_date(run_date))
     # Audit-sample visits keep lane ``audit``: update_state scores exactly the fetch-log rows
     # of that lane, and treats them as measurement-only.
     n_shards = cfg.schedule.n_shards
@@ -101,7 +106,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
         _place_and_write(out_dir, n_shards, window_start, window_end), SHARD_RESULT_DDL
     ).collect()]  # one small row per shard file, not per URL
     alloc = read_stage_record(cfg, run_date, "allocate")
-    check_schedule(infos, cfg, int(alloc.get("due_total", 0)))
+    check_schedule(infos, bp.daily_fetches, int(alloc.get("due_total", 0)))
     clean = [shards.shard_info_from_record(i) for i in sorted(infos, key=lambda i: i["shard"])]
     shards.write_shard_index(out_dir, clean)
 
@@ -112,15 +117,16 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
               "files": len(clean), **{f"planned_{k}": v for k, v in per_lane.items()},
               "audit_conversions": conversions, "schedule_dir": out_dir}
     write_stage_record(cfg, run_date, "build_schedule", record)
-    write_metrics(spark, cfg, run_date, record)
+    write_metrics(spark, cfg, run_date, record, bp)
     return record
 
 
 AUDIT_BINS = 4096
 
 
-def audit_conversions(selected, cfg: Config, day: str):
-    """Turn up to ``audit_share x budget`` conditional visits on audit_wanted hosts into full.
+def audit_conversions(selected, limit: int, day: str):
+    """Turn up to ``limit`` (the audit share's target, ``floor(audit_share x budget)``)
+    conditional visits on audit_wanted hosts into full.
 
     Which ones: a hash of (url, day) in 4096 bins; the driver sees only the bin counts and
     takes whole bins from the lowest while they fit, so the choice is deterministic, changes
@@ -128,7 +134,6 @@ def audit_conversions(selected, cfg: Config, day: str):
     """
     from pyspark.sql import functions as F
 
-    limit = int(cfg.budget.audit_share * cfg.budget.daily_fetches)
     eligible = F.col("audit_wanted") & (F.col("method") == "conditional")
     hbin = F.pmod(F.xxhash64(F.col("url"), F.lit(day)), F.lit(AUDIT_BINS))
     counts = (selected.filter(eligible).groupBy(hbin.alias("b")).count().collect()
@@ -161,7 +166,8 @@ METRIC_KEYS = {  # metrics column -> allocate record key
     "crawl_delay_raised": "crawl_delay_raised", "crawl_delay_lowered": "crawl_delay_lowered"}
 
 
-def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
+def write_metrics(spark, cfg: Config, run_date: str, built: dict,
+                  budget: lanes.BudgetParams) -> None:
     upd = read_stage_record(cfg, run_date, "update_state")
     alloc = read_stage_record(cfg, run_date, "allocate")
     due = int(alloc.get("due_total", 0))
@@ -172,14 +178,14 @@ def write_metrics(spark, cfg: Config, run_date: str, built: dict) -> None:
         # Every input table the update stage quarantines from, plus allocate's.
         "quarantined_rows": sum(int(v or 0) for k, v in upd.items() if k.startswith("quarantined_"))
         + int(alloc.get("quarantined_rows", 0)),
-        "budget": cfg.budget.daily_fetches, "planned_total": built["planned_total"],
+        "budget": budget.daily_fetches, "planned_total": built["planned_total"],
         "planned_refresh": built["planned_refresh"], "planned_fast": built["planned_fast"],
         "planned_discovery": built["planned_discovery"], "due_total": due,
         "carried_over": due - built["planned_total"], "hosts": built["hosts"],
         "expected_freshness": alloc.get("expected_freshness"),
         "planned_audit": built.get("planned_audit"),
         "audit_conversions": built.get("audit_conversions"),
-        "budget_split": cfg.budget.split,
+        "budget_split": budget.split,
         **{col: alloc.get(key) for col, key in METRIC_KEYS.items()},
         "config_json": json.dumps(cfg.to_dict(), sort_keys=True),
     }

@@ -1,12 +1,24 @@
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from jobs.config import Config
 from jobs.core import http_fields, plan
-from jobs.core.host_plan import PlanContext, plan_host
+from jobs.core.host_plan import plan_host
+from jobs.params import plan_context
 
 W0 = 1_800_000_000.0
 W1 = W0 + 86400
+
+
+def _ctx(**changes):
+    """The config's defaults, with no rate policy (each page keeps its backoff interval),
+    no fast lane and no audit sample unless asked for."""
+    quiet = {"policy": None, "fast_floor": False, "fast_min_lambda": np.inf,
+             "fast_patterns": "", "audit_rate": 0.0}
+    return replace(plan_context(Config(), W0, W1), **{**quiet, **changes})
 
 
 def test_host_cap_takes_the_stricter_limit():
@@ -111,7 +123,7 @@ def test_plan_host_headers_come_from_validators_and_bad_ones_force_full():
         "last_modified": [None, None, "Sun, 06 Nov 1994 08:49:37 GMT", None],
         "crawl_delay_s": 30.0, "max_fetches_per_day": [3, 3, 3, 3],
         "method_hint": ["conditional", "conditional", "conditional", "full"]})
-    out = plan_host(pages, PlanContext(W0, W1))
+    out = plan_host(pages, _ctx())
     visits = out[out.url.notna()].set_index("url")
     assert len(visits) == 3  # cap 3: the least important waits
     assert visits.loc["a"].method == "conditional" and visits.loc["a"].if_none_match == '"good"'
@@ -141,7 +153,7 @@ def _visits(out):
 
 def test_mass_interval_shrink_still_respects_the_host_cap():
     # 300 pages all shrunk to the 1 h floor want 7200 visits; the host allows 86400/864 = 100.
-    out = plan_host(_host(300, interval_s=3600.0, delay=864.0), PlanContext(W0, W1))
+    out = plan_host(_host(300, interval_s=3600.0, delay=864.0), _ctx())
     v = _visits(out)
     assert len(v) == 100
     summary = out[out.url.isna()].iloc[0]
@@ -152,7 +164,7 @@ def test_mass_interval_shrink_still_respects_the_host_cap():
 
 
 def test_cap_factor_cuts_the_cap_and_explicit_caps_win():
-    ctx = PlanContext(W0, W1)
+    ctx = _ctx()
     half = plan_host(_host(50, delay=864.0, cap_factor=0.5), ctx)
     assert len(_visits(half)) == 50 and half.cap.dropna().iloc[0] == 50
     tight = plan_host(_host(50, delay=864.0, max_fetches=7, cap_factor=1.0), ctx)
@@ -163,7 +175,7 @@ def test_cap_factor_cuts_the_cap_and_explicit_caps_win():
 
 
 def test_validators_are_sent_only_when_trusted():
-    ctx = PlanContext(W0, W1)
+    ctx = _ctx()
     no_etag = _visits(plan_host(_host(3, trust_etag=False, trust_lm=True), ctx))
     assert (no_etag.method == "conditional").all() and no_etag.if_none_match.isna().all()
     assert no_etag.if_modified_since.notna().all()
@@ -178,13 +190,13 @@ def test_push_signal_jumps_the_queue_with_p_changed_one():
     signal = [pd.NaT] * 20
     signal[19] = pd.Timestamp(W0 - 60, unit="s", tz="UTC")  # least important page
     pages["pending_signal_at"] = pd.to_datetime(signal, utc=True)
-    v = _visits(plan_host(pages, PlanContext(W0, W1)))
+    v = _visits(plan_host(pages, _ctx()))
     assert v.url.tolist() == ["https://h/p19"]
     assert v.p_changed.iloc[0] == 1.0 and v.due_s.iloc[0] == W0 and bool(v.signal.iloc[0])
 
 
 def test_audit_sample_is_fetched_in_full_whatever_the_policy():
-    ctx = PlanContext(W0, W1, audit_rate=1.0)
+    ctx = _ctx(audit_rate=1.0)
     pages = _host(10, interval_s=30 * 86400.0)  # the policy wants none of them today
     pages["last_fetch_at"] = pd.to_datetime([W0 - 3600] * 10, unit="s", utc=True)
     v = _visits(plan_host(pages, ctx))

@@ -135,14 +135,15 @@ def test_absurd_schedule_fails_before_publishing(spark, run_two_days):
     ([{"rows": 11, "min_gap_ratio": 1.0}], 11, "exceed the budget"),
 ])
 def test_check_schedule_rules(infos, due, message):
-    cfg = make_config("/nonexistent", "budget.daily_fetches=10")
     with pytest.raises(build_schedule.AbsurdScheduleError, match=message):
-        build_schedule.check_schedule(infos, cfg, due)
+        build_schedule.check_schedule(infos, 10, due)
 
 
 def test_audit_conversions_drop_the_validators_of_the_rows_they_convert(spark):
     # On a0a3a53 the validators were kept: `eligible` was re-evaluated after method had
     # already become "full", so audits went out as conditional GETs (a 304 defeats them).
+    from jobs.core.lanes import share_targets
+    from jobs.params import budget_params
     from tests.conftest import make_config
 
     rows = [("https://a.example/p%d" % i, "conditional", '"e%d"' % i,
@@ -150,7 +151,8 @@ def test_audit_conversions_drop_the_validators_of_the_rows_they_convert(spark):
     selected = spark.createDataFrame(rows, "url string, method string, if_none_match string, "
                                            "if_modified_since string, audit_wanted boolean")
     cfg = make_config("/nonexistent", "budget.daily_fetches=100", "budget.audit_share=0.2")
-    out, taken = build_schedule.audit_conversions(selected, cfg, "2026-11-03")
+    limit = share_targets(budget_params(cfg))["audit"]  # floor(0.2 x 100)
+    out, taken = build_schedule.audit_conversions(selected, limit, "2026-11-03")
     got = out.toPandas()
     full = got[got.method == "full"]
     assert taken == len(full) and 0 < taken <= 20

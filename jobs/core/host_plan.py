@@ -44,27 +44,32 @@ SUMMARY_DDL = ("host string, cap long, n_fast long, n_refresh long, n_gone long,
 
 @dataclass(frozen=True)
 class PlanContext:
-    """Everything a host needs from the driver (pickled to executors; a few scalars)."""
+    """Everything a host needs from the driver (pickled to executors; a few scalars).
+
+    Built from the config by :func:`jobs.params.plan_context` (which holds the defaults'
+    only copy, in ``jobs.config``); the driver's solve then sets ``fast_rate``,
+    ``discovery_min_bin`` and ``level``.
+    """
 
     window_start: float
     window_end: float
-    f_min: float = 1.0 / 90.0
-    f_max: float = 24.0
-    initial_s: float = 86400.0
-    gone_rate: float = 1.0 / 30.0
-    default_importance: float = 1.0
-    fast_min_lambda: float = np.inf
-    fast_min_importance: float = np.inf
-    fast_patterns: str = ""
-    fast_rate: float = 24.0
-    fast_enabled: bool = True                 # False when the fast lane has no budget
+    f_min: float
+    f_max: float
+    initial_s: float
+    gone_rate: float
+    default_importance: float
+    fast_min_lambda: float
+    fast_min_importance: float
+    fast_patterns: str
+    fast_rate: float
+    fast_enabled: bool                        # False when the fast lane has no budget
+    audit_rate: float
+    audit_cadence_days: int
+    policy: Any                               # a jobs.core.policies.RatePolicy (or None)
+    fast_floor: bool                          # fast rate = floor of a joint policy solve
     discovery_min_bin: Optional[int] = None   # None: every frontier URL is a candidate
-    audit_rate: float = 0.0
-    audit_cadence_days: int = 1
-    policy: Any = None                        # a jobs.core.policies.RatePolicy
     level: Any = None                         # float or MultiplierSolution (pass 3)
     max_visits_per_url: int = 24
-    fast_floor: bool = False                  # fast rate = floor of a joint policy solve
 
     @property
     def day_index(self) -> int:
@@ -111,16 +116,16 @@ def host_capacity(pages: pd.DataFrame) -> int:
 
 
 def reservations(work: pd.DataFrame, cap: int, ctx: PlanContext) -> dict:
-    """Visits/day the host's cap gives fast, audit, discovery and gone pages before refresh."""
+    """Visits/day the host's cap gives fast, audit, discovery and gone pages before refresh
+    (in the order of :func:`jobs.core.lanes.reserve`)."""
     n_fast = int((work["lane"] == "fast").sum())
-    fast = min(float(cap), n_fast * ctx.fast_rate)
-    audit = min(cap - fast, float(work["audit"].sum()))
-    disc_ok = discovery_selected(work, ctx)
-    disc = min(cap - fast - audit, float(disc_ok.sum()))
-    gone = min(cap - fast - audit - disc, float(work["gone"].sum()) * ctx.gone_rate)
+    r = lanes.reserve([cap], [n_fast], ctx.fast_rate, [float(work["audit"].sum())],
+                      [float(discovery_selected(work, ctx).sum())],
+                      [float(work["gone"].sum())], ctx.gone_rate)
+    fast = float(r.fast[0])
     return {"fast": fast, "fast_per_page": fast / n_fast if n_fast else 0.0,
-            "audit": audit, "discovery": disc, "gone": gone,
-            "refresh_cap": max(0.0, cap - fast - audit - disc - gone)}
+            "audit": float(r.audit[0]), "discovery": float(r.discovery[0]),
+            "gone": float(r.gone[0]), "refresh_cap": float(r.refresh_cap[0])}
 
 
 def discovery_selected(work: pd.DataFrame, ctx: PlanContext) -> np.ndarray:

@@ -27,7 +27,10 @@ makes it fresh), in the same unit as μ.
 """
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -223,3 +226,202 @@ def auto_split(grid, refresh_demand, total: float, bins, counts, value_days: flo
     return {"discovery_budget": chosen, "refresh_budget": float(total - chosen),
             "refresh_value": refresh_marginal(grid, refresh_demand, total - chosen),
             "discovery_value": v_last}
+
+
+# ---------------------------------------------------------------------------------------
+# Lane budgets: the one place for the shares, the reservation order and the auto split.
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BudgetParams:
+    """The day's budget and how it is shared (``[budget]`` and
+    ``lanes.discovery_value_days``; built by :func:`jobs.params.budget_params`, which holds
+    no defaults of its own: they live in ``jobs.config``)."""
+
+    daily_fetches: int
+    fast_share: float
+    audit_share: float
+    discovery_share: float
+    split: str                     # 'fixed' or 'auto'
+    discovery_value_days: float
+
+
+def share_targets(params: BudgetParams) -> dict:
+    r"""Each side lane's target from its share: :math:`\lfloor s_\ell B \rfloor` for
+    :math:`\ell` in fast, audit, discovery (refresh gets the rest)."""
+    b = params.daily_fetches
+    return {"fast": math.floor(params.fast_share * b),
+            "audit": math.floor(params.audit_share * b),
+            "discovery": math.floor(params.discovery_share * b)}
+
+
+@dataclass(frozen=True)
+class HostReservations:
+    """What each host's cap gives each lane, in claim order (arrays, one entry per host)."""
+
+    fast: np.ndarray
+    audit: np.ndarray
+    discovery: np.ndarray
+    gone: np.ndarray
+    refresh_cap: np.ndarray
+
+
+def reserve(caps, n_fast, fast_rate, n_audit, n_discovery, n_gone, gone_rate) -> HostReservations:
+    r"""The reservation order: lanes claim each host's cap :math:`C_h` one after another,
+
+    .. math::
+
+        f_h = \min(C_h, n^{fast}_h r_f),\quad a_h = \min(C_h - f_h, n^{audit}_h),\quad
+        d_h = \min(C_h - f_h - a_h, n^{disc}_h),
+
+        g_h = \min(C_h - f_h - a_h - d_h, n^{gone}_h r_g),\quad
+        R_h = \max(0, C_h - f_h - a_h - d_h - g_h)
+
+    (fast, audit, discovery, gone re-checks, then refresh under :math:`R_h`). The one copy
+    of the order: the hosts plan by it (:func:`jobs.core.host_plan.reservations`) and the
+    driver's budgets count by it (:func:`lane_budgets`).
+
+    Parameters
+    ----------
+    caps : array_like
+        Daily cap of each host (:func:`host_capacity`).
+    n_fast, n_audit, n_discovery, n_gone : array_like
+        Fast pages, due audits, discovery candidates and gone pages of each host.
+    fast_rate, gone_rate : float
+        Visits/day of one fast page and of one gone page.
+    """
+    c = np.asarray(caps, dtype=float)
+    fast = np.minimum(c, np.asarray(n_fast, dtype=float) * fast_rate)
+    audit = np.minimum(c - fast, np.asarray(n_audit, dtype=float))
+    disc = np.minimum(c - fast - audit, np.asarray(n_discovery, dtype=float))
+    gone = np.minimum(c - fast - audit - disc, np.asarray(n_gone, dtype=float) * gone_rate)
+    return HostReservations(fast=fast, audit=audit, discovery=disc, gone=gone,
+                            refresh_cap=np.maximum(0.0, c - fast - audit - disc - gone))
+
+
+@dataclass(frozen=True)
+class LaneBudgets:
+    """The day's visits per lane (:func:`lane_budgets`)."""
+
+    total: int                      # budget.daily_fetches
+    fast_rate: float                # r_f, the fast lane's common rate per page
+    fast: int                       # B_f
+    audit: int                      # B_a
+    discovery: int                  # B_d
+    discovery_min_bin: Optional[int]  # lowest importance bin the discovery lane takes
+    gone: float                     # Σ g_h, gone re-checks
+    joint: float                    # fast visits priced with refresh (fast_floor), else 0
+    refresh_solve: float            # B_r + joint: the budget the refresh level is solved for
+    floor_need: float               # joint + Σ min(R_h, n^refresh_h f_min)
+    discovery_value: Optional[float] = None  # value of the last discovery fetch (with demand)
+    fast_floor: bool = False
+
+    @property
+    def refresh(self) -> float:
+        """B_r: what the refresh solve spends beyond the fast pages priced with it."""
+        return float(self.refresh_solve - self.joint)
+
+    def planned(self) -> dict:
+        """Per-lane budgets for the day's cut (:func:`cut_budgets`). With ``fast_floor`` the
+        fast lane may draw on the joint pool (its rows still go first; what it leaves flows
+        to refresh), so ``fast`` is B_f + floor(B_r); refresh gets B - B_f - B_a - B_d."""
+        fast = self.fast + (math.floor(self.refresh_solve - self.joint) if self.fast_floor else 0)
+        return {"fast": fast, "audit": self.audit, "discovery": self.discovery,
+                "refresh": int(self.total) - self.fast - self.audit - self.discovery}
+
+
+def lane_budgets(params: BudgetParams, hosts, bins, counts, *, f_min: float, f_max: float,
+                 gone_rate: float, fast_floor: bool, demand=None) -> LaneBudgets:
+    r"""Every lane's budget for the day, from per-host summaries.
+
+    With :math:`B` = ``daily_fetches``, targets :math:`T_\ell = \lfloor s_\ell B \rfloor`
+    (:func:`share_targets`) and each host's claims in the order of :func:`reserve`:
+
+    .. math::
+
+        \sum_h \min(C_h, n^{fast}_h r_f) = T_f \;\text{(solved for } r_f\text{, clipped)},
+        \qquad B_f = \min(T_f, \lceil \textstyle\sum_h f_h \rceil),
+        \qquad B_a = \min(T_a, \textstyle\sum_h a_h),
+
+        S = B - B_f - B_a, \qquad B_d = \min(N_d, T_d, S), \qquad
+        B_r = \max(0, S - B_d - \textstyle\sum_h g_h),
+
+    where :math:`N_d` is the number of frontier URLs. With ``fast_floor`` the fast pages are
+    priced with refresh, so the refresh solve gets :math:`B_r + J` with :math:`J = \sum_h
+    f_h`. Split ``auto`` (needs ``demand``): :math:`B_d` and :math:`B_r + J` come from
+    :func:`auto_split` over :math:`S - \sum_h g_h + J`. The discovery lane takes the frontier
+    URLs of the top importance bins down to :func:`importance_threshold` of :math:`B_d`.
+
+    The driver does not see which of a host's frontier URLs pass that threshold, so it
+    reserves each host's whole frontier (``n_discovery``) before its gone re-checks and
+    refresh floors: exact when every frontier URL is a candidate, otherwise an upper bound
+    of the host's discovery claim.
+
+    Parameters
+    ----------
+    params : BudgetParams
+    hosts : DataFrame
+        One row per host: ``cap``, ``n_fast``, ``n_audit``, ``n_discovery``, ``n_gone``,
+        ``n_refresh`` (pass 1 of :mod:`jobs.policy_rates`).
+    bins, counts : array_like
+        Histogram of frontier importance bins (:func:`importance_bin`).
+    f_min, f_max : float
+        The policy's rate floor and ceiling (visits/day).
+    gone_rate : float
+        Visits/day of a gone page.
+    fast_floor : bool
+        The fast rate is a floor of a joint solve with refresh (budget-aware policies).
+    demand : (grid, curve), optional
+        Summed refresh demand on the level grid (pass 2). Given, the split is ``auto``'s
+        (when chosen and there is a frontier) and ``discovery_value`` is filled.
+
+    Returns
+    -------
+    LaneBudgets
+    """
+    total = float(params.daily_fetches)
+    targets = share_targets(params)
+    bins = np.asarray(bins, dtype=np.int64)
+    counts = np.asarray(counts, dtype=float)
+    caps = hosts["cap"].to_numpy(dtype=float)
+    n_fast = hosts["n_fast"].to_numpy()
+    r_fast = fast_rate(n_fast, caps, targets["fast"], f_min, f_max)
+    n_disc = float(counts.sum())
+    res = reserve(caps, n_fast, r_fast, hosts["n_audit"].to_numpy(),
+                  hosts["n_discovery"].to_numpy(), hosts["n_gone"].to_numpy(), gone_rate)
+    audit = int(min(targets["audit"], res.audit.sum()))
+    fast = int(min(targets["fast"], math.ceil(res.fast.sum() - 1e-9)))
+    shared = total - fast - audit  # refresh + discovery (+ gone re-checks)
+    gone = float(res.gone.sum())
+    disc = int(min(n_disc, targets["discovery"], shared))
+    joint = float(res.fast.sum()) if fast_floor else 0.0
+    refresh_solve = max(0.0, shared - disc - gone) + joint
+    floor_need = joint + float(np.minimum(
+        res.refresh_cap, hosts["n_refresh"].to_numpy() * f_min).sum())
+    disc_value = None
+    if demand is not None and n_disc > 0:
+        grid, curve = demand
+        if params.split == "auto":
+            split = auto_split(grid, curve, shared - gone + joint, bins, counts,
+                               params.discovery_value_days)
+            disc, refresh_solve = int(split["discovery_budget"]), split["refresh_budget"]
+            disc_value = split["discovery_value"]
+        elif disc > 0:
+            threshold = importance_threshold(bins, counts, disc)
+            lowest = bins >= (threshold if threshold is not None else bins.min())
+            disc_value = float(np.exp2((bins[lowest].min() + 0.5) / BINS_PER_OCTAVE)
+                               * params.discovery_value_days)
+    return LaneBudgets(total=params.daily_fetches, fast_rate=r_fast, fast=fast, audit=audit,
+                       discovery=disc, discovery_min_bin=importance_threshold(bins, counts, disc),
+                       gone=gone, joint=joint, refresh_solve=refresh_solve, floor_need=floor_need,
+                       discovery_value=disc_value, fast_floor=fast_floor)
+
+
+def cut_budgets(planned: dict, total: int, counts: dict) -> dict:
+    """The day's cut per lane: fast, audit and discovery get what was planned for them, or
+    fewer if they have fewer candidates; refresh gets the rest of ``total``, so budget a
+    lane cannot use flows to refresh."""
+    out = {lane: max(0, min(counts.get(lane, 0), int(planned.get(lane, 0))))
+           for lane in ("fast", "audit", "discovery")}
+    out["refresh"] = max(0, total - sum(out.values()))
+    return out

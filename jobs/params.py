@@ -1,0 +1,40 @@
+"""The typed config -> the functional core's small frozen params (the one adapter).
+
+``jobs.core`` never imports ``jobs.config`` and never sees the whole ``Config``: the stages
+build its parameters here. Defaults live only in :mod:`jobs.config`; the params dataclasses
+(defined in ``jobs.core``) have none of their own, so every value below comes from a config
+key. ``budget.daily_fetches`` is read here and nowhere else; the rest of the code gets it
+as :attr:`jobs.core.lanes.BudgetParams.daily_fetches`.
+"""
+from __future__ import annotations
+
+from jobs.config import Config
+from jobs.core import host_plan, lanes
+from jobs.core.policies import get_policy
+
+DAY_S = 86400.0
+
+
+def budget_params(cfg: Config) -> lanes.BudgetParams:
+    b = cfg.budget
+    return lanes.BudgetParams(daily_fetches=b.daily_fetches, fast_share=b.fast_share,
+                              audit_share=b.audit_share, discovery_share=b.discovery_share,
+                              split=b.split, discovery_value_days=cfg.lanes.discovery_value_days)
+
+
+def plan_context(cfg: Config, window_start: float, window_end: float) -> host_plan.PlanContext:
+    """The per-host context before the driver's solve (fast rate f_max, no discovery
+    threshold, no level yet: :func:`jobs.policy_rates.solve_levels` fills those)."""
+    iv, ln = cfg.intervals, cfg.lanes
+    f_min, f_max = DAY_S / iv.cap_s, DAY_S / iv.floor_s
+    params = {"objective": cfg.policy.objective} if cfg.policy.name == "optimal" else {}
+    policy = get_policy(cfg.policy.name, f_min=f_min, f_max=f_max, **params)
+    return host_plan.PlanContext(
+        window_start=window_start, window_end=window_end, f_min=f_min, f_max=f_max,
+        initial_s=iv.initial_s, gone_rate=1.0 / cfg.policy.gone_recheck_days,
+        default_importance=cfg.policy.default_importance,
+        fast_min_lambda=ln.fast_min_lambda, fast_min_importance=ln.fast_min_importance,
+        fast_patterns=ln.fast_patterns, fast_rate=f_max,
+        fast_enabled=lanes.share_targets(budget_params(cfg))["fast"] >= 1,
+        audit_rate=cfg.audit.sample_rate, audit_cadence_days=ln.audit_cadence_days,
+        policy=policy, fast_floor=bool(ln.fast_as_floor and policy.budget_aware))
