@@ -9,7 +9,7 @@ as :attr:`jobs.core.lanes.BudgetParams.daily_fetches`.
 from __future__ import annotations
 
 from jobs.config import Config
-from jobs.core import host_plan, lanes
+from jobs.core import host_health, host_plan, lanes, state_update, trust
 from jobs.core.policies import get_policy
 
 DAY_S = 86400.0
@@ -38,3 +38,26 @@ def plan_context(cfg: Config, window_start: float, window_end: float) -> host_pl
         fast_enabled=lanes.share_targets(budget_params(cfg))["fast"] >= 1,
         audit_rate=cfg.audit.sample_rate, audit_cadence_days=ln.audit_cadence_days,
         policy=policy, fast_floor=bool(ln.fast_as_floor and policy.budget_aware))
+
+
+def update_params(cfg: Config) -> state_update.UpdateParams:
+    return state_update.UpdateParams(
+        floor_s=cfg.intervals.floor_s, cap_s=cfg.intervals.cap_s,
+        initial_s=cfg.intervals.initial_s, gone_after=cfg.policy.gone_after,
+        half_life_days=cfg.estimation.half_life_days, level=cfg.estimation.level)
+
+
+def health_params(cfg: Config) -> host_health.HealthParams:
+    h = cfg.health
+    return host_health.HealthParams(
+        max_error_rate=h.max_error_rate, max_latency_ms=h.max_latency_ms, decrease=h.decrease,
+        increase=h.increase, min_cap_factor=h.min_cap_factor, min_fetches=h.min_fetches)
+
+
+def trust_params(cfg: Config) -> trust.TrustParams:
+    t, s = cfg.trust, cfg.signals
+    return trust.TrustParams(
+        half_life_days=t.half_life_days, min_confirmations=t.min_confirmations,
+        max_lie_share=t.max_lie_share, max_volatile_share=t.max_volatile_share,
+        signal_half_life_days=s.half_life_days, signal_min_scored=s.min_scored,
+        signal_min_accuracy=s.min_accuracy, health=health_params(cfg))

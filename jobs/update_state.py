@@ -33,6 +33,7 @@ from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import estimators_shrinkage, observations, state_update, trust  # noqa: E402
 from jobs.core.estimators_stats import STATS_COLUMNS  # noqa: E402
+from jobs.params import trust_params, update_params  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
@@ -47,14 +48,6 @@ _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last
 
 def previous_day(run_date: str) -> str:
     return (date.fromisoformat(run_date) - timedelta(days=1)).isoformat()
-
-
-def update_params(cfg: Config) -> state_update.UpdateParams:
-    return state_update.UpdateParams(
-        floor_s=cfg.intervals.floor_s, cap_s=cfg.intervals.cap_s,
-        initial_s=cfg.intervals.initial_s, gone_after=cfg.policy.gone_after,
-        half_life_days=cfg.estimation.half_life_days, audit_sample_rate=cfg.audit.sample_rate,
-        level=cfg.estimation.level)
 
 
 def _fold_fn(cfg: Config, run_date: str):
@@ -149,11 +142,13 @@ def with_group_priors(cfg: Config, folded):
 
 
 def _hosts_fn(cfg: Config, run_date: str):
+    params = trust_params(cfg)
+
     def update(prev_pdf, today_pdf):
         if len(prev_pdf) == 0 and len(today_pdf) == 0:
             return pd.DataFrame(columns=list(trust.HOST_COLUMNS))
         return trust.update_hosts(prev_pdf[list(trust.HOST_COLUMNS)] if len(prev_pdf) else
-                                  prev_pdf.iloc[0:0], today_pdf, run_date, cfg)
+                                  prev_pdf.iloc[0:0], today_pdf, run_date, params)
 
     return update
 

@@ -1,10 +1,20 @@
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from jobs.core import adaptive
+from jobs.config import Config
+from jobs.core import adaptive, state_update
 from jobs.core.estimators_stats import STATS_COLUMNS
-from jobs.core.state_update import UpdateParams, empty_state, fold_day
+from jobs.core.state_update import empty_state
+from jobs.params import update_params
+
+P = update_params(Config())  # the config's defaults: the params carry none of their own
+
+
+def fold_day(state, logs, run_date, params=P, signals=None):
+    return state_update.fold_day(state, logs, run_date, params, signals)
 
 H = 3600.0
 D = "2026-11-0"
@@ -89,7 +99,7 @@ def test_errors_gone_and_order_independence():
                  ("u", "2026-11-02T01:00Z", 503, None, None, None),
                  ("u", "2026-11-02T05:00Z", 410, None, None, None),
                  ("v", "2026-11-02T01:00Z", 0, None, None, None)])
-    s2 = fold_day(s1, day2.sample(frac=1, random_state=3), "2026-11-02", UpdateParams(gone_after=2))
+    s2 = fold_day(s1, day2.sample(frac=1, random_state=3), "2026-11-02", replace(P, gone_after=2))
     u = s2.set_index("url").loc["u"]
     assert u.gone and u.consecutive_gone == 2 and u.n_errors == 1 and u.n_observations == 0
     assert u.last_status == 410
@@ -113,7 +123,7 @@ def test_trusted_last_modified_dates_the_change():
 
 
 def test_statistics_decay_with_the_half_life():
-    p = UpdateParams(half_life_days=10.0)
+    p = replace(P, half_life_days=10.0)
     s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, None, None, "a")]),
                   "2026-11-01", p)
     s2 = fold_day(s1, logs([("u", "2026-11-02T00:00Z", 200, None, None, "a")], trust=False),
@@ -155,7 +165,7 @@ def test_incremental_equals_one_shot_fold():
                              f"h{rng.integers(0, 2)}"))
     all_logs = logs(rows)
     state = empty_state()
-    no_decay = UpdateParams(half_life_days=np.inf)
+    no_decay = replace(P, half_life_days=np.inf)
     for day in range(1, 6):
         part = all_logs[all_logs.fetched_at.dt.day == day]
         state = fold_day(state, part, f"2026-11-0{day}", no_decay)

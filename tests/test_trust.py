@@ -4,9 +4,10 @@ import pytest
 
 from jobs.config import load_config
 from jobs.core import trust
+from jobs.params import trust_params
 from jobs.studies.study_trust import run_study
 
-CFG = load_config()
+PARAMS = trust_params(load_config())
 
 
 def ev(**counts):
@@ -46,17 +47,17 @@ def _today(host="h", **counts):
 def test_trust_is_lost_on_a_lie_and_re_earned_as_it_decays():
     honest = dict(ev_200=3, ev_lm_seen=3, ev_lm_agree_chg=3)
     hosts = trust.update_hosts(pd.DataFrame(columns=list(trust.HOST_COLUMNS)), _today(**honest),
-                               "2026-11-01", CFG)
+                               "2026-11-01", PARAMS)
     assert hosts.trust_lm[0] and hosts.validator_class[0] == "honest_lm"
     hosts = trust.update_hosts(hosts, _today(ev_200=1, ev_lm_seen=1, ev_lm_frozen=1),
-                               "2026-11-02", CFG)
+                               "2026-11-02", PARAMS)
     assert not hosts.trust_lm[0] and hosts.validator_class[0] == "frozen_lm"
     # Honest behaviour afterwards: one confirmation a week; the lie decays (half-life 60 d).
     day, weeks = pd.Timestamp("2026-11-02"), 0
     while not hosts.trust_lm[0]:
         weeks += 1
         hosts = trust.update_hosts(hosts, _today(ev_200=1, ev_lm_seen=1, ev_lm_agree_chg=1),
-                                   (day + pd.Timedelta(weeks * 7, "D")).date().isoformat(), CFG)
+                                   (day + pd.Timedelta(weeks * 7, "D")).date().isoformat(), PARAMS)
         assert weeks < 30
     # Frozen share ≤ 0.1 needs 9 decayed confirmations per decayed lie; with the 3 old
     # ones (week w: lie 2^(-7w/60), confirmations ≈ 3·2^(-7w/60) + Σ_k<w 2^(-7k/60))

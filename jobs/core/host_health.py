@@ -19,6 +19,8 @@ geometrically (0.5, 0.25, … down to ``f_min``) and needs (1 − f)/α good day
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -53,11 +55,24 @@ def next_cap_factor(prev, fetches, errors, throttled, mean_latency_ms, *, max_er
     return np.where(judged, stepped, f)
 
 
-def health_frame(today: pd.DataFrame, prev_cap, params) -> pd.DataFrame:
+@dataclass(frozen=True)
+class HealthParams:
+    """The AIMD rule's parameters (``[health]``; built by :func:`jobs.params.health_params`,
+    defaults only in ``jobs.config``)."""
+
+    max_error_rate: float
+    max_latency_ms: float
+    decrease: float
+    increase: float
+    min_cap_factor: float
+    min_fetches: int
+
+
+def health_frame(today: pd.DataFrame, prev_cap, params: HealthParams) -> pd.DataFrame:
     """Today's health columns per host from aggregated log counts.
 
     ``today`` has ``fetches``, ``timeouts``, ``errors_5xx``, ``throttled_429`` and
-    ``latency_sum_ms``/``latency_n``; ``params`` is a ``HealthConfig``.
+    ``latency_sum_ms``/``latency_n``.
     """
     fetches = today["fetches"].fillna(0).to_numpy(float)
     errors = (today["timeouts"].fillna(0) + today["errors_5xx"].fillna(0)

@@ -52,13 +52,15 @@ _TS_COLS = ["first_seen", "last_fetch_at", "last_success_at", "last_change_at",
 
 @dataclass(frozen=True)
 class UpdateParams:
-    floor_s: float = 3600.0
-    cap_s: float = 90 * DAY_S
-    initial_s: float = DAY_S
-    gone_after: int = 2
-    half_life_days: float = 90.0
-    audit_sample_rate: float = 0.0  # unused here: audits are recognised by lane 'audit'
-    level: float = 0.9
+    """``[intervals]``, ``policy.gone_after`` and ``[estimation]`` as the fold needs them
+    (built by :func:`jobs.params.update_params`; defaults only in ``jobs.config``)."""
+
+    floor_s: float
+    cap_s: float
+    initial_s: float
+    gone_after: int
+    half_life_days: float
+    level: float
 
 
 def empty_state() -> pd.DataFrame:
@@ -93,7 +95,7 @@ def _stats(state: pd.DataFrame, run_date: str, half_life_days: float) -> pd.Data
 
 
 def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
-             params: UpdateParams = UpdateParams(), signals: pd.DataFrame | None = None
+             params: UpdateParams, signals: pd.DataFrame | None = None
              ) -> pd.DataFrame:
     """Return the new state (plus ``EVIDENCE_COLUMNS``) for every URL in ``state`` or ``logs``.
 

@@ -38,6 +38,8 @@ min_scored`` ∧ ``signal_accuracy ≥ min_accuracy``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -55,6 +57,21 @@ HOST_COLUMNS = (("host", "validator_class", "trust_etag", "trust_lm", "audit_wan
                 + VALIDATOR_EVIDENCE + SIGNAL_EVIDENCE
                 + ("signal_accuracy", "signal_trusted") + host_health.HEALTH_COLUMNS
                 + ("urls_known", "updated_dt"))
+
+
+@dataclass(frozen=True)
+class TrustParams:
+    """``[trust]``, ``[signals]`` and ``[health]`` as the host update needs them (built by
+    :func:`jobs.params.trust_params`; defaults only in ``jobs.config``)."""
+
+    half_life_days: float          # validator evidence
+    min_confirmations: float
+    max_lie_share: float
+    max_volatile_share: float
+    signal_half_life_days: float
+    signal_min_scored: float
+    signal_min_accuracy: float
+    health: host_health.HealthParams
 
 
 def _share(num, other):
@@ -98,7 +115,8 @@ def signal_trust(ev: pd.DataFrame, *, min_scored=3.0, min_accuracy=0.8):
     return acc, ((correct + wrong) >= min_scored) & (acc >= min_accuracy)
 
 
-def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str, cfg) -> pd.DataFrame:
+def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
+                 params: TrustParams) -> pd.DataFrame:
     """Tomorrow's hosts table: decay yesterday's evidence, add today's, reclassify.
 
     Parameters
@@ -108,8 +126,7 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str, cfg) ->
     today : DataFrame
         One row per host seen today: ``host``, the ``ev_*`` sums, the health counts of
         :func:`jobs.core.host_health.health_frame` and ``urls_known``.
-    cfg : jobs.config.Config
-        Uses ``[trust]``, ``[signals]`` and ``[health]``.
+    params : TrustParams
     """
     prev = prev.set_index("host") if len(prev) else pd.DataFrame(columns=HOST_COLUMNS[1:],
                                                                  index=pd.Index([], name="host"))
@@ -120,23 +137,22 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str, cfg) ->
     elapsed = ((pd.Timestamp(run_date) - written) / pd.Timedelta(1, "D")).fillna(0.0)
     elapsed = np.clip(elapsed.to_numpy(float), 0, None)
     out = pd.DataFrame(index=hosts)
-    for cols, h in ((VALIDATOR_EVIDENCE, cfg.trust.half_life_days),
-                    (SIGNAL_EVIDENCE, cfg.signals.half_life_days)):
+    for cols, h in ((VALIDATOR_EVIDENCE, params.half_life_days),
+                    (SIGNAL_EVIDENCE, params.signal_half_life_days)):
         factor = np.exp2(-elapsed / h) if np.isfinite(h) else np.ones(len(hosts))
         for c in cols:
             old = pd.to_numeric(p[c]).fillna(0.0).to_numpy(float)
             new = pd.to_numeric(t[c]).fillna(0.0).to_numpy(float) if c in t else 0.0
             out[c] = factor * old + new
-    tr = cfg.trust
-    out = out.join(classify(out, min_confirmations=tr.min_confirmations,
-                            max_lie_share=tr.max_lie_share,
-                            max_volatile_share=tr.max_volatile_share))
+    out = out.join(classify(out, min_confirmations=params.min_confirmations,
+                            max_lie_share=params.max_lie_share,
+                            max_volatile_share=params.max_volatile_share))
     out["signal_accuracy"], out["signal_trusted"] = signal_trust(
-        out, min_scored=cfg.signals.min_scored, min_accuracy=cfg.signals.min_accuracy)
+        out, min_scored=params.signal_min_scored, min_accuracy=params.signal_min_accuracy)
     counts = t.reindex(columns=["fetches", "timeouts", "errors_5xx", "throttled_429",
                                 "latency_sum_ms", "latency_n"])
     health = host_health.health_frame(counts, pd.to_numeric(p["cap_factor"]).to_numpy(float),
-                                      cfg.health)
+                                      params.health)
     out = out.join(health)
     known = pd.to_numeric(t["urls_known"]) if "urls_known" in t else pd.Series(np.nan, index=hosts)
     out["urls_known"] = known.fillna(pd.to_numeric(p["urls_known"])).fillna(0).astype(np.int64)

@@ -24,6 +24,7 @@ import pandas as pd
 
 from jobs.config import load_config
 from jobs.core import state_update, trust
+from jobs.params import trust_params, update_params
 from jobs.sim import Simulation, WebParams
 from jobs.sim.legacy import LegacyCrawler
 from jobs.sim.rand import uniform
@@ -47,7 +48,7 @@ def run_study(n_urls=4000, n_hosts=60, days=21, audit_share=0.05, seed=7) -> dic
     params = WebParams(n_urls=n_urls, n_hosts=n_hosts, seed=seed, start="2024-01-01")
     sim = Simulation(params)
     crawler = LegacyCrawler(sim.web)
-    upd = state_update.UpdateParams(half_life_days=cfg.estimation.half_life_days)
+    upd = update_params(cfg)
     state, hosts = state_update.empty_state(), pd.DataFrame(columns=list(trust.HOST_COLUMNS))
     truth = sim.web.truth_hosts().set_index("host")["validator"]
     audits = pd.Series(0, index=truth.index, dtype=np.int64)
@@ -70,7 +71,7 @@ def run_study(n_urls=4000, n_hosts=60, days=21, audit_share=0.05, seed=7) -> dic
         ev = folded.groupby("host")[list(trust.VALIDATOR_EVIDENCE + trust.SIGNAL_EVIDENCE)].sum()
         ev["urls_known"] = folded.groupby("host").size()
         today = ev.join(_health_counts(logs).set_index("host"), how="outer").reset_index()
-        hosts = trust.update_hosts(hosts, today, run_date, cfg)
+        hosts = trust.update_hosts(hosts, today, run_date, trust_params(cfg))
         # Audits of a host: 2xx full fetches compared with a stored copy (on a frozen-LM
         # host every conditional request gets a 304, so these are exactly its audits).
         audits = audits.add(folded.groupby("host")["ev_compared"].sum(), fill_value=0)
