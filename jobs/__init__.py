@@ -2,7 +2,7 @@
 
 Top level of this package: the stages the DAG runs (``validate_logs``, ``update_state``,
 ``allocate``, ``build_schedule``, ``publish``, ``verify``), the operator's ``rebuild_state``,
-and the shell they share (``config``, ``schemas``, ``dates``, ``partitions``, ``storage``,
+and the shell they share (``config``, ``schemas``, ``paths``, ``partitions``, ``storage``,
 ``objstore``, ``runlog``, ``spark_session``, ``cli``, ``dag_tasks``, ...). Stages never import
 each other; what two stages share lives in a shared module. Subpackages:
 

@@ -26,24 +26,11 @@ from jobs import budget_cut, ingest, partitions, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
+from jobs.paths import planning_window, work_path  # noqa: E402
 from jobs.params import budget_params  # noqa: E402
 from jobs.policy_rates import solve_levels  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
-
-DAY_S = 86400.0
-
-
-def planning_window(run_date: str) -> tuple[float, float]:
-    """The run for D plans [D+1 00:00, D+2 00:00) UTC, in epoch seconds."""
-    _, day_end = ingest.day_bounds(run_date)
-    start = day_end.timestamp()
-    return start, start + DAY_S
-
-
-def work_path(cfg: Config, run_date: str, name: str) -> str:
-    return f"{cfg.paths.table('_work', run_date)}/{name}"
-
 
 def load_pages(spark, cfg: Config, run_date: str):
     """Known pages (state) and new frontier pages, joined with host politeness."""

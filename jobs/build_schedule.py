@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import date, timedelta
+from datetime import date
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
@@ -25,11 +25,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from jobs import budget_cut, partitions, schemas, shards, storage  # noqa: E402
-from jobs.allocate import planning_window, work_path  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import lanes, plan  # noqa: E402
 from jobs.params import budget_params  # noqa: E402
+from jobs.paths import planning_window, schedule_date, work_path  # noqa: E402
 from jobs.runlog import read_stage_record, write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
@@ -38,10 +38,6 @@ SHARD_RESULT_DDL = shards.SHARD_INFO_DDL + ", min_gap_ratio double"
 
 class AbsurdScheduleError(RuntimeError):
     """The schedule breaks the budget, a crawl delay, or is empty while visits are due."""
-
-
-def schedule_date(run_date: str) -> str:
-    return (date.fromisoformat(run_date) + timedelta(days=1)).isoformat()
 
 
 def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_end: float):

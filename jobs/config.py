@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import urlparse
 
+from jobs.paths import partition
+
 
 class ConfigError(ValueError):
     """A configuration key or value is invalid."""
@@ -36,8 +38,8 @@ class PathsConfig:
                      default="var/data")
 
     def table(self, name: str, dt: Optional[str] = None) -> str:
-        base = f"{self.root.rstrip('/')}/{name}"
-        return f"{base}/dt={dt}" if dt else base
+        """``root/name`` or its partition ``root/name/dt=D`` (the rule: jobs.paths.partition)."""
+        return partition(self.root, name, dt)
 
 
 @dataclass(frozen=True)

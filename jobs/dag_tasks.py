@@ -3,39 +3,31 @@
 Each takes the logical date and the config path, so a task is a pure function of its
 date partition (no wall clock), and reruns are idempotent.
 
-Imported by the DAG file at parse time, so only the standard library and jobs.config at the
-top: every job module (pyarrow, pandas, boto3, ...) is imported inside the callable that needs
-it, on the worker, when the task runs.
+Imported by the DAG file at parse time, so only the standard library, jobs.config and
+jobs.paths at the top: every job module (pyarrow, pandas, boto3, ...) is imported inside the
+callable that needs it, on the worker, when the task runs.
 """
 from __future__ import annotations
 
 import os
-from datetime import date as _date, datetime, timedelta, timezone
 from typing import Any, Optional
 
 from jobs.config import Config, load_config
+from jobs.paths import join_key, planning_window, schedule_date, schedule_manifest_key
 
 SCHEDULES_ASSET_NAME = "recrawl_schedules"
 
 
-def schedule_date(run_date: str) -> str:
-    """The run for D publishes schedules/dt=D+1 (same rule as jobs.build_schedule)."""
-    return (_date.fromisoformat(run_date) + timedelta(days=1)).isoformat()
-
-
-def planning_window(run_date: str) -> tuple[float, float]:
-    """[D+1 00:00, D+2 00:00) UTC in epoch seconds (same rule as jobs.allocate)."""
-    start = datetime.fromisoformat(schedule_date(run_date)).replace(tzinfo=timezone.utc)
-    return start.timestamp(), (start + timedelta(days=1)).timestamp()
+def target_uri(cfg: Config) -> str:
+    """``publish.target`` as a URI: a local target becomes a ``file://`` URI."""
+    target = cfg.publish.target.rstrip("/")
+    return target if "://" in target else "file://" + os.path.abspath(target)
 
 
 def schedules_uri(cfg: Config) -> str:
     """URI of the published schedules (the Airflow Asset publish updates): the target's
-    ``schedules/`` prefix; a local target becomes a ``file://`` URI."""
-    target = cfg.publish.target.rstrip("/")
-    if "://" not in target:
-        target = "file://" + os.path.abspath(target)
-    return f"{target}/schedules/"
+    ``schedules/`` prefix."""
+    return join_key(target_uri(cfg), "schedules") + "/"
 
 
 def logs_present(date: str, config_path: str | None = None) -> bool:
@@ -79,10 +71,9 @@ def publish(date: str, config_path: str | None = None, outlet_events: Optional[A
         from airflow.sdk import Asset
 
         day = schedule_date(date)
-        uri = schedules_uri(cfg)
-        outlet_events[Asset(name=SCHEDULES_ASSET_NAME, uri=uri)].extra = {
+        outlet_events[Asset(name=SCHEDULES_ASSET_NAME, uri=schedules_uri(cfg))].extra = {
             "run_date": date, "schedule_date": day,
-            "manifest": f"{uri}dt={day}/_manifest.json",
+            "manifest": schedule_manifest_key(target_uri(cfg), day),
             "manifest_sha256": record.get("manifest_sha256"), "rows": record.get("rows"),
             "files": record.get("files")}
     return record

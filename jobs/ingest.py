@@ -7,18 +7,13 @@ reason, and is counted in metrics; nothing is dropped silently.
 from __future__ import annotations
 
 import functools
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Optional
 
 from jobs import schemas, storage
 from jobs.config import Config
 from jobs.core import hosts
-
-
-def day_bounds(run_date: str):
-    d = date.fromisoformat(run_date)
-    start = datetime(d.year, d.month, d.day, tzinfo=timezone.utc)
-    return start, start + timedelta(days=1)
+from jobs.paths import day_bounds, quarantine_path
 
 
 def lateness_horizon(cfg: Config, run_date: str) -> Optional[datetime]:
@@ -317,7 +312,7 @@ def read_signals(spark, cfg: Config, run_date: str):
 
 def write_quarantine(cfg: Config, run_date: str, source: str, bad) -> int:
     """Write ``bad`` rows for one source table (replacing that source's rows) and count them."""
-    path = f"{cfg.paths.table('quarantine', run_date)}/source={source}"
+    path = quarantine_path(cfg, run_date, source)
     if bad is None:
         return 0
     bad = bad.drop("source").cache()

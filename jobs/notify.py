@@ -29,8 +29,10 @@ import logging
 import os
 import urllib.error
 import urllib.request
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any, Callable, Optional
+
+from jobs.paths import schedule_date
 
 log = logging.getLogger("recrawl.alerts")
 
@@ -160,7 +162,7 @@ def _dates(logical: Any) -> tuple[Optional[str], Optional[str]]:
     if isinstance(logical, str):
         logical = datetime.fromisoformat(logical.replace("Z", "+00:00"))
     day = logical.date() if isinstance(logical, datetime) else date.fromisoformat(str(logical)[:10])
-    return day.isoformat(), (day + timedelta(days=1)).isoformat()
+    return day.isoformat(), schedule_date(day.isoformat())
 
 
 def dag_failure_alert(context: dict) -> dict:

@@ -104,11 +104,6 @@ def parse_location(uri: str) -> Location:
     return Location(bucket=None, root=os.path.abspath(uri), prefix="")
 
 
-def join_key(*parts: str) -> str:
-    """Join key parts with ``/``, dropping empty parts and stray slashes."""
-    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
-
-
 def is_transient(exc: BaseException) -> bool:
     """True for errors worth retrying: 5xx, throttling, timeouts, dropped connections."""
     if isinstance(exc, TRANSIENT_EXCEPTIONS):

@@ -26,7 +26,6 @@ leaves byte-identical objects. Creating the bucket is not part of publishing
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
 import os
@@ -41,12 +40,12 @@ from dataclasses import asdict, dataclass
 import botocore.exceptions
 
 from jobs.config import check_endpoint_url
-from jobs.objstore import (ObjectNotFound, PreconditionFailed, join_key, make_s3_client,
-                           open_store, parse_location, with_retries)
+from jobs.objstore import (ObjectNotFound, PreconditionFailed, make_s3_client, open_store,
+                           parse_location, with_retries)
+from jobs.paths import (MANIFEST_NAME, check_date, join_key, schedule_day_prefix,
+                        schedule_lock_key)
 from jobs.shards import SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION, SHARD_INDEX_NAME, parse_shard_index
 
-MANIFEST_NAME = "_manifest.json"
-LOCK_DIR = "_locks"
 DEFAULT_LOCK_LEASE_S = 60.0
 EXIT_LOST = 3  # CLI status of a publish that lost to a concurrent one
 
@@ -83,21 +82,6 @@ class PublishResult:
         return json.loads(json.dumps(asdict(self)))
 
 
-def check_date(date: str) -> str:
-    """Return ``date`` if it is a real YYYY-MM-DD date, else raise ValueError."""
-    try:
-        if isinstance(date, str) and len(date) == 10 and dt.date.fromisoformat(date):
-            return date
-    except ValueError:
-        pass
-    raise ValueError(f"date must be YYYY-MM-DD, got {date!r}")
-
-
-def day_prefix(location_prefix: str, date: str) -> str:
-    """Key prefix (no trailing slash) holding one day's schedule objects."""
-    return join_key(location_prefix, "schedules", f"dt={check_date(date)}")
-
-
 def manifest_bytes(manifest: dict) -> bytes:
     """Canonical JSON encoding: sorted keys, fixed indent, no NaN."""
     return json.dumps(manifest, sort_keys=True, indent=2, allow_nan=False).encode() + b"\n"
@@ -125,11 +109,6 @@ def build_manifest(date: str, prefix: str, infos: list[dict], manifest_extra: di
     }
 
 
-def lock_key(location_prefix: str, date: str) -> str:
-    """Key of the day's publish lock: beside the day's prefix, so no day listing sees it."""
-    return join_key(location_prefix, "schedules", LOCK_DIR, f"dt={check_date(date)}.json")
-
-
 def cas_put(store, key: str, body: bytes, retrying, *, if_match: str | None = None,
             if_none_match: bool = False, content_type: str = "application/json") -> str:
     """Conditional PUT that survives its own retries; returns the new ETag.
@@ -153,7 +132,8 @@ def cas_put(store, key: str, body: bytes, retrying, *, if_match: str | None = No
 
 
 class DayLock:
-    """A lease on publishing one day, held by a conditional write to ``lock_key``.
+    """A lease on publishing one day, held by a conditional write to its lock key
+    (``jobs.paths.schedule_lock_key``).
 
     Taken with ``If-None-Match: *`` (no lock yet) or ``If-Match`` on a released or expired
     lock, renewed every lease/3 with ``If-Match`` on our own last write, released by
@@ -300,7 +280,7 @@ def publish(staging_dir: str, target: str, date: str, manifest_extra: dict, *,
                                  max_pool_connections=max_workers, sse_kms_key_id=sse_kms_key_id)
     infos = parse_shard_index(retrying(lambda: source.get_bytes(
         join_key(source_loc.prefix, SHARD_INDEX_NAME))), source=source_loc.uri(SHARD_INDEX_NAME))
-    lock = DayLock(store, lock_key(location.prefix, date), lock_lease_s, retrying)
+    lock = DayLock(store, schedule_lock_key(location.prefix, date), lock_lease_s, retrying)
     lock.acquire()
     try:
         return _publish_locked(_Run(source, source_loc, store, target, date, infos, retrying,
@@ -324,7 +304,7 @@ class _Run:
 
     @property
     def prefix(self) -> str:
-        return day_prefix(parse_location(self.target).prefix, self.date)
+        return schedule_day_prefix(parse_location(self.target).prefix, self.date)
 
     def staged(self, info: dict) -> bytes:
         """A staged shard's bytes, checked against _shards.json."""

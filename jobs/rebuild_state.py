@@ -12,23 +12,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import date, timedelta
 
 from jobs import update_state
 from jobs.config import Config, add_config_args, config_from_args
+from jobs.paths import date_range
 from jobs.spark_session import get_spark
-
-
-def dates(first: str, last: str) -> list[str]:
-    d0, d1 = date.fromisoformat(first), date.fromisoformat(last)
-    if d1 < d0:
-        raise ValueError("--to is before --from")
-    return [(d0 + timedelta(days=k)).isoformat() for k in range((d1 - d0).days + 1)]
 
 
 def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     spark = spark or get_spark(cfg, "rebuild_state")
-    days = dates(first, last)
+    days = date_range(first, last)
     # The first day starts from nothing, whatever state exists for the day before.
     return [update_state.run(cfg, day, spark, from_empty=(day == days[0])) for day in days]
 

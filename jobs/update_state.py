@@ -21,7 +21,6 @@ Run: ``python -m jobs.update_state --date D`` or ``spark-submit jobs/update_stat
 from __future__ import annotations
 
 import sys
-from datetime import date, timedelta
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
@@ -33,6 +32,7 @@ from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import estimators_shrinkage, observations, state_update, trust  # noqa: E402
 from jobs.core.estimators_stats import STATS_COLUMNS  # noqa: E402
+from jobs.paths import previous_day  # noqa: E402
 from jobs.params import trust_params, update_params  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
@@ -44,10 +44,6 @@ _TEMPLATE_RE = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?[^/?#:]+(?::\d+)?(/[^/
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
              "content_hash", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
              "is_signal", "lane"]
-
-
-def previous_day(run_date: str) -> str:
-    return (date.fromisoformat(run_date) - timedelta(days=1)).isoformat()
 
 
 def _fold_fn(cfg: Config, run_date: str):

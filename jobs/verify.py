@@ -30,7 +30,6 @@ import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import date as _date, timedelta
 from typing import Mapping
 
 import pandas as pd
@@ -39,8 +38,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.core.http_fields import HEADER_CHECKS, safe_request_text
-from jobs.objstore import ObjectAccessDenied, ObjectNotFound, join_key, open_store, with_retries
-from jobs.publish import MANIFEST_NAME, check_date, day_prefix
+from jobs.objstore import ObjectAccessDenied, ObjectNotFound, open_store, with_retries
+from jobs.paths import check_date, previous_day, schedule_day_prefix, schedule_manifest_key
 from jobs.shards import SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION
 
 READ_ATTEMPTS = 3  # manifest re-reads when a republish races a reader
@@ -219,11 +218,6 @@ def _last_visits(store, entry: dict) -> tuple[dict[str, int], list[str]]:
     return last, problems
 
 
-def previous_date(date: str) -> str:
-    """The schedule date before ``date`` (YYYY-MM-DD)."""
-    return (_date.fromisoformat(check_date(date)) - timedelta(days=1)).isoformat()
-
-
 def read_crawl_delays(host_policy_uri: str,
                       bounds: tuple[float | None, float | None] = (None, None)) -> dict[str, float]:
     """Per-host crawl delays from a ``host_policy/`` table, with ingest's rules.
@@ -302,8 +296,8 @@ def _midnight_problems(first: dict[str, tuple[int, str]], last: dict[str, tuple[
 def _previous_day_last_visits(store, location, date: str, pool) -> tuple[
         str | None, dict[str, tuple[int, str]], list[str]]:
     """(previous date or None if not published, host -> (last us, key), problems)."""
-    prev = previous_date(date)
-    prev_key = join_key(day_prefix(location.prefix, prev), MANIFEST_NAME)
+    prev = previous_day(check_date(date))
+    prev_key = schedule_manifest_key(location.prefix, prev)
     try:
         manifest = load_manifest(store, prev_key, location.uri(prev_key))
     except VerificationError as exc:
@@ -337,8 +331,8 @@ def verify(target: str, date: str, *, endpoint_url: str | None = None, max_worke
     """
     check_date(date)
     store, location = open_store(target, endpoint_url=endpoint_url, max_pool_connections=max_workers)
-    prefix = day_prefix(location.prefix, date)
-    manifest_key = join_key(prefix, MANIFEST_NAME)
+    prefix = schedule_day_prefix(location.prefix, date)
+    manifest_key = schedule_manifest_key(location.prefix, date)
     manifest = load_manifest(store, manifest_key, location.uri(manifest_key))
     files = manifest["files"]
     problems = []
@@ -404,8 +398,7 @@ def read_schedule(target: str, date: str, endpoint_url: str | None = None, *,
     """
     check_date(date)
     store, location = open_store(target, endpoint_url=endpoint_url)
-    prefix = day_prefix(location.prefix, date)
-    manifest_key = join_key(prefix, MANIFEST_NAME)
+    manifest_key = schedule_manifest_key(location.prefix, date)
     gone: Exception | None = None
     for _ in range(READ_ATTEMPTS):
         manifest = load_manifest(store, manifest_key, location.uri(manifest_key))

@@ -23,12 +23,12 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import date, timedelta
 
 import psutil
 
 from jobs import allocate, build_schedule, update_state, validate_logs
 from jobs.config import config_from_args, add_config_args
+from jobs.paths import previous_day
 
 
 class PeakRSS:
@@ -85,8 +85,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     args.set = [f"paths.root={args.root}", *args.set]
     cfg = config_from_args(args)
-    end = date.fromisoformat(args.end_date)
-    days = [(end - timedelta(days=1)).isoformat(), end.isoformat()]
+    days = [previous_day(args.end_date), args.end_date]
     from jobs.spark_session import get_spark
 
     spark = get_spark(cfg, "bench")

@@ -16,14 +16,11 @@ deterministic for the same arguments.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import numpy as np
 import pyarrow as pa
 
 from jobs import partitions, schemas, storage
-
-DAY_S = 86400.0
+from jobs.paths import DAY_S, day_bounds, partition
 
 
 def host_sizes(urls: int, hosts: int, rng) -> np.ndarray:
@@ -80,7 +77,7 @@ def _write_hosts(root: str, run_date: str, hosts: int) -> None:
         [pa.array(given[f.name], type=f.type) if f.name in given
          else pa.nulls(hosts, f.type) if f.nullable else pa.array(np.zeros(hosts), type=f.type)
          for f in schema], schema=schema)
-    hosts_dir = f"{root.rstrip('/')}/hosts/dt={run_date}"
+    hosts_dir = partition(root, "hosts", run_date)
     storage.delete_dir(hosts_dir)
     storage.write_parquet(f"{hosts_dir}/part-00000.parquet", table)
     partitions.commit_files(hosts_dir, "hosts", storage.list_parquet_files(hosts_dir))
@@ -92,9 +89,9 @@ def write_synthetic(root: str, run_date: str, urls: int, hosts: int, seed: int =
     rng = np.random.default_rng(seed)
     sizes = host_sizes(urls, hosts, rng)
     host_of = np.repeat(np.arange(hosts), sizes)
-    run_end = datetime.fromisoformat(run_date).replace(tzinfo=timezone.utc).timestamp() + DAY_S
+    run_end = day_bounds(run_date)[1].timestamp()
     schema = schemas.STATE.arrow_schema()
-    state_dir = f"{root.rstrip('/')}/state/dt={run_date}"
+    state_dir = partition(root, "state", run_date)
     storage.delete_dir(state_dir)
     for part, start in enumerate(range(0, urls, chunk_rows)):
         ids = np.arange(start, min(urls, start + chunk_rows))
@@ -103,7 +100,7 @@ def write_synthetic(root: str, run_date: str, urls: int, hosts: int, seed: int =
     partitions.commit_files(state_dir, "state", storage.list_parquet_files(state_dir))
     _write_hosts(root, run_date, hosts)
     n_frontier = int(frontier_share * urls)
-    frontier_dir = f"{root.rstrip('/')}/frontier/dt={run_date}"
+    frontier_dir = partition(root, "frontier", run_date)
     storage.delete_dir(frontier_dir)
     if n_frontier:
         ids = np.arange(urls, urls + n_frontier)

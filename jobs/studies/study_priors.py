@@ -26,15 +26,17 @@ from jobs.core import state_update
 from jobs.core.allocation_reference import allocate
 from jobs.core.estimators_shrinkage import STATS_COLUMNS, fit_group_priors, group_key_from_url
 from jobs.core.freshness import freshness
+from jobs.paths import partition
 
 LEVELS = ("host", "template", "class", "hierarchical")
 
 
 def load(workdir: str, seed: int, dt: str, policy: str = "optimal") -> pd.DataFrame:
     root = f"{workdir}/seed{seed}/{policy}/data"
-    files = sorted(glob.glob(f"{root}/state/dt={dt}/*.parquet"))
+    part = partition(root, "state", dt)
+    files = sorted(glob.glob(f"{part}/*.parquet"))
     if not files:
-        raise FileNotFoundError(f"no state under {root}/state/dt={dt}")
+        raise FileNotFoundError(f"no state under {part}")
     state = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
     return state.merge(pd.read_parquet(f"{root}/_truth/lambda"), on="url")
 

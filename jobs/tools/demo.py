@@ -12,13 +12,12 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import date, timedelta
 from pathlib import Path
 
 import pandas as pd
 
 from jobs.config import Config, load_config
-from jobs.build_schedule import schedule_date
+from jobs.paths import previous_day, schedule_date, schedule_manifest_key, shift_day
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "recrawl-schedules"
@@ -121,8 +120,8 @@ def main(argv=None) -> int:
                     end_date=args.date, seed=args.seed)
     # Only the demo creates the bucket; in production it exists and publish may not create it.
     ensure_bucket(endpoint, BUCKET)
-    first = (date.fromisoformat(args.date) - timedelta(days=args.days - 1)).isoformat()
-    before = (date.fromisoformat(args.date) - timedelta(days=1)).isoformat()
+    first = shift_day(args.date, -(args.days - 1))
+    before = previous_day(args.date)
     log = workdir / f"demo-{args.date}.log"
     log.write_text("")
     if first <= before:
@@ -143,7 +142,7 @@ def main(argv=None) -> int:
     day = schedule_date(args.date)
     result = verify.verify(cfg.publish.target, day, endpoint_url=endpoint)
     m = pd.read_parquet(cfg.paths.table("metrics", args.date)).iloc[0]
-    key = f"{cfg.publish.target}/schedules/dt={day}/_manifest.json"
+    key = schedule_manifest_key(cfg.publish.target, day)
     print()
     print(f"Schedule for {day} (planned by the run for {args.date}) published to:")
     print(f"  {key}  at {endpoint}")
