@@ -30,6 +30,7 @@ from jobs.config import Config  # noqa: E402
 from jobs.core import lanes, plan  # noqa: E402
 from jobs.params import budget_params  # noqa: E402
 from jobs.paths import planning_window, schedule_date, work_path  # noqa: E402
+from jobs.fleet.schedule import LANES  # noqa: E402
 from jobs.runlog import read_stage_record, write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
@@ -107,7 +108,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     shards.write_shard_index(out_dir, clean)
 
     per_lane = {lane: sum(i["lanes"].get(lane, 0) for i in clean)
-                for lane in shards.LANES}
+                for lane in LANES}
     record = {"planned_total": sum(i["rows"] for i in clean), "hosts": sum(i["hosts"] for i in clean),
               # planned_audit: the audit-lane rows actually written
               "files": len(clean), **{f"planned_{k}": v for k, v in per_lane.items()},

@@ -44,7 +44,8 @@ from jobs.objstore import (ObjectNotFound, PreconditionFailed, make_s3_client, o
                            parse_location, with_retries)
 from jobs.paths import (MANIFEST_NAME, check_date, join_key, schedule_day_prefix,
                         schedule_lock_key)
-from jobs.shards import SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION, SHARD_INDEX_NAME, parse_shard_index
+from jobs.fleet.schedule import (SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION, SHARD_INDEX_NAME,
+                                 parse_shard_index)
 
 DEFAULT_LOCK_LEASE_S = 60.0
 EXIT_LOST = 3  # CLI status of a publish that lost to a concurrent one

@@ -60,8 +60,15 @@ class Contract:
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
 
-    def arrow_schema(self) -> pa.Schema:
-        return pa.schema([pa.field(c.name, _ARROW[c.kind], nullable=c.nullable or not c.required)
+    def arrow_schema(self, *, all_nullable: bool = False) -> pa.Schema:
+        """The columns as Arrow fields (the narrowest type of each kind), in contract order.
+
+        Fields are nullable where the column is nullable or optional; ``all_nullable``
+        makes every field nullable (how the simulator writes its inputs: same columns and
+        types, no non-null assertion in the file).
+        """
+        return pa.schema([pa.field(c.name, _ARROW[c.kind],
+                                   nullable=all_nullable or c.nullable or not c.required)
                           for c in self.columns])
 
     def spark_ddl(self) -> str:

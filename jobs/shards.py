@@ -9,6 +9,10 @@ Spark job can assign shards without a Python UDF.
 ``write_shard`` turns one shard's rows into one byte-reproducible Parquet file named
 by its content (``shard-00007-<sha256[:12]>.parquet``): rerunning with the same rows
 rewrites the same name with the same bytes, and a changed shard gets a new name.
+
+This is the writer side. The columns are the contract ``jobs.schemas.SCHEDULE``; reading a
+schedule back (``_shards.json``, the value checks both sides share) is
+:mod:`jobs.fleet.schedule`.
 """
 from __future__ import annotations
 
@@ -23,23 +27,13 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-SCHEDULE_SCHEMA_VERSION = 1
-SCHEDULE_SCHEMA = pa.schema([
-    pa.field("host", pa.string(), nullable=False),
-    pa.field("url", pa.string(), nullable=False),
-    pa.field("not_before", pa.timestamp("us", tz="UTC"), nullable=False),
-    pa.field("lane", pa.string(), nullable=False),
-    pa.field("method", pa.string(), nullable=False),
-    pa.field("if_none_match", pa.string(), nullable=True),
-    pa.field("if_modified_since", pa.string(), nullable=True),
-    pa.field("priority", pa.float64(), nullable=False),
-    pa.field("p_changed", pa.float64(), nullable=False),
-])
-LANES = ("refresh", "fast", "discovery", "audit")  # audit: measurement-only full fetch
-METHODS = ("conditional", "full")
+from jobs.fleet.schedule import (SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION, SHARD_INDEX_NAME,
+                                 ScheduleSchemaError, check_schedule_values, check_shard_info,
+                                 filesystem_for)
+
 SHARD_COLUMN = "shard"  # grouping column the Spark job adds; dropped before writing
-SHARD_INDEX_NAME = "_shards.json"
-# Sorting on every column makes the row order (and so the bytes) independent of input order.
+# Sorting on every column of the contract makes the row order (and so the bytes) independent
+# of input order: host, then time, then the rest (tests check it names every column once).
 SORT_KEYS = [(name, "ascending") for name in
              ("host", "not_before", "url", "lane", "method", "if_none_match",
               "if_modified_since", "priority", "p_changed")]
@@ -51,10 +45,6 @@ PARQUET_OPTIONS = dict(version="2.6", compression="zstd", compression_level=3,
 # Output schema for applyInPandas(shard_writer(...), SHARD_INFO_DDL).
 SHARD_INFO_DDL = ("file string, shard int, rows long, bytes long, sha256 string, "
                   "hosts long, lanes_json string")
-
-
-class ScheduleSchemaError(ValueError):
-    """Schedule rows do not match SCHEDULE_SCHEMA; the message names the column."""
 
 
 def shard_of(host: pd.Series | str, n_shards: int) -> pd.Series | int:
@@ -100,27 +90,8 @@ def to_schedule_table(df: pd.DataFrame) -> pa.Table:
             raise ScheduleSchemaError(f"column {field.name!r} has {array.null_count} null(s)")
         arrays.append(array)
     table = pa.Table.from_arrays(arrays, schema=SCHEDULE_SCHEMA)
-    _check_values(table)
+    check_schedule_values(table)
     return table.sort_by(SORT_KEYS)
-
-
-def _check_values(table: pa.Table) -> None:
-    """Reject values the fetchers cannot act on (unknown lanes/methods, bad numbers)."""
-    for column, allowed in (("lane", LANES), ("method", METHODS)):
-        bad = pc.unique(pc.filter(table[column], pc.invert(pc.is_in(table[column],
-                                                                     pa.array(allowed)))))
-        if len(bad):
-            raise ScheduleSchemaError(f"column {column!r} has values {bad.to_pylist()[:5]} "
-                                      f"outside {list(allowed)}")
-    for column, low, high in (("p_changed", 0.0, 1.0), ("priority", None, None)):
-        values = table[column]
-        if len(values) and not pc.all(pc.is_finite(values)).as_py():
-            raise ScheduleSchemaError(f"column {column!r} has non-finite values")
-        if low is not None and len(values):
-            if pc.min(values).as_py() < low or pc.max(values).as_py() > high:
-                raise ScheduleSchemaError(f"column {column!r} has values outside [{low}, {high}]")
-    if len(table) and pc.min(pc.utf8_length(table["host"])).as_py() == 0:
-        raise ScheduleSchemaError("column 'host' has empty strings")
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -129,17 +100,6 @@ def parquet_bytes(table: pa.Table) -> bytes:
     pq.write_table(table.replace_schema_metadata(None), sink,
                    row_group_size=ROW_GROUP_ROWS, **PARQUET_OPTIONS)
     return sink.getvalue().to_pybytes()
-
-
-def filesystem_for(out_dir: str) -> tuple[pafs.FileSystem, str]:
-    """pyarrow filesystem + path for a local dir or ``s3://``/``s3a://`` URI."""
-    if not isinstance(out_dir, str) or not out_dir:
-        raise ValueError(f"out_dir must be a non-empty string, got {out_dir!r}")
-    if out_dir.startswith("s3a://"):  # Hadoop's scheme; pyarrow only knows s3://
-        out_dir = "s3://" + out_dir[len("s3a://"):]
-    if "://" in out_dir:
-        return pafs.FileSystem.from_uri(out_dir)
-    return pafs.LocalFileSystem(), out_dir
 
 
 def write_shard(df: pd.DataFrame, out_dir: str, shard_id: int, *,
@@ -208,17 +168,6 @@ def shard_info_from_record(record: Mapping) -> dict:
     return info
 
 
-def _check_info(info: Mapping) -> dict:
-    required = {"file": str, "shard": int, "rows": int, "bytes": int, "sha256": str,
-                "hosts": int, "lanes": dict}
-    for key, kind in required.items():
-        if not isinstance(info.get(key), kind) or isinstance(info.get(key), bool):
-            raise ValueError(f"shard info field {key!r} must be {kind.__name__}: {dict(info)!r}")
-    if sum(info["lanes"].values()) != info["rows"]:
-        raise ValueError(f"lane counts do not add up to rows in {info['file']}")
-    return {key: info[key] for key in required}
-
-
 def write_shard_index(out_dir: str, infos: Iterable[Mapping]) -> str:
     """Write ``_shards.json`` (sorted by shard) next to the shard files; returns its path.
 
@@ -226,7 +175,7 @@ def write_shard_index(out_dir: str, infos: Iterable[Mapping]) -> str:
     duplicates (speculative task attempts) collapse; conflicting ones are an error.
     """
     by_shard: dict[int, dict] = {}
-    for info in map(_check_info, infos):
+    for info in map(check_shard_info, infos):
         previous = by_shard.setdefault(info["shard"], info)
         if previous != info:
             raise ValueError(f"two different files for shard {info['shard']}: "
@@ -239,26 +188,3 @@ def write_shard_index(out_dir: str, infos: Iterable[Mapping]) -> str:
     with fs.open_output_stream(path) as out:
         out.write(json.dumps(index, sort_keys=True, indent=2).encode() + b"\n")
     return path
-
-
-def read_shard_index(out_dir: str) -> list[dict]:
-    """Read ``_shards.json`` back: the list of shard infos, sorted by shard id."""
-    fs, base = filesystem_for(out_dir)
-    path = f"{base.rstrip('/')}/{SHARD_INDEX_NAME}"
-    try:
-        with fs.open_input_stream(path) as handle:
-            data = handle.read()
-    except FileNotFoundError as exc:
-        raise FileNotFoundError(f"no {SHARD_INDEX_NAME} in {out_dir}; did build_schedule finish?") from exc
-    return parse_shard_index(data, source=path)
-
-
-def parse_shard_index(data: bytes, source: str = SHARD_INDEX_NAME) -> list[dict]:
-    """Parse and validate the bytes of a ``_shards.json``."""
-    index = json.loads(data)
-    if not isinstance(index, dict) or index.get("schema_version") != SCHEDULE_SCHEMA_VERSION:
-        raise ValueError(f"{source}: schema_version must be {SCHEDULE_SCHEMA_VERSION}")
-    infos = [_check_info(info) for info in index.get("shards", [])]
-    if len({i["shard"] for i in infos}) != len(infos):
-        raise ValueError(f"{source}: duplicate shard ids")
-    return infos

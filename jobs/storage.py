@@ -13,13 +13,8 @@ from typing import Any, Optional
 
 import pyarrow.fs as pafs
 
-
-def _resolve(uri: str):
-    if uri.startswith("s3a://"):
-        uri = "s3://" + uri[len("s3a://"):]
-    if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
-    return pafs.LocalFileSystem(), uri
+# One rule for local paths and s3:// / s3a:// URIs, shared with the fleet's schedule reader.
+from jobs.fleet.schedule import filesystem_for as _resolve
 
 
 def exists(uri: str) -> bool:

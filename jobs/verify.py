@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from jobs.core.http_fields import HEADER_CHECKS, safe_request_text
 from jobs.objstore import ObjectAccessDenied, ObjectNotFound, open_store, with_retries
 from jobs.paths import check_date, previous_day, schedule_day_prefix, schedule_manifest_key
-from jobs.shards import SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION
+from jobs.fleet.schedule import SCHEDULE_SCHEMA, manifest_problem, schedule_frame, shard_problem
 
 READ_ATTEMPTS = 3  # manifest re-reads when a republish races a reader
 BATCH_ROWS = 65_536  # rows held at once while re-checking a file's values
@@ -90,12 +90,9 @@ def load_manifest(store, manifest_key: str, where: str) -> dict:
         raise VerificationError([f"manifest at {where} is missing or denied: {exc}"]) from None
     except json.JSONDecodeError as exc:
         raise VerificationError([f"manifest at {where} is not JSON: {exc}"]) from None
-    if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEDULE_SCHEMA_VERSION:
-        raise VerificationError([f"manifest at {where} has schema_version "
-                                 f"{manifest.get('schema_version') if isinstance(manifest, dict) else None!r}, "
-                                 f"expected {SCHEDULE_SCHEMA_VERSION}"])
-    if not isinstance(manifest.get("files"), list) or not isinstance(manifest.get("totals"), dict):
-        raise VerificationError([f"manifest at {where} lacks files/totals"])
+    problem = manifest_problem(manifest, where)
+    if problem:
+        raise VerificationError([problem])
     return manifest
 
 
@@ -391,7 +388,8 @@ def verify(target: str, date: str, *, endpoint_url: str | None = None, max_worke
 
 def read_schedule(target: str, date: str, endpoint_url: str | None = None, *,
                   shards: set[int] | None = None) -> pd.DataFrame:
-    """Load a day's rows (optionally only some shards) via its manifest, as a fetcher would.
+    """Load a day's rows (optionally only some shards) via its manifest, as a fetcher would
+    (the checks are jobs.fleet.schedule's; this adds the object store and the re-reads).
 
     Each file's sha256 is checked. A listed file that is gone means a republish replaced
     the day after we read the manifest, so the manifest is read again.
@@ -403,18 +401,18 @@ def read_schedule(target: str, date: str, endpoint_url: str | None = None, *,
     for _ in range(READ_ATTEMPTS):
         manifest = load_manifest(store, manifest_key, location.uri(manifest_key))
         entries = [e for e in manifest["files"] if shards is None or e["shard"] in shards]
-        tables = []
+        files = []
         try:
             for entry in entries:
                 data = with_retries(lambda: store.get_bytes(entry["key"]))
-                if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-                    raise VerificationError([f"{entry['key']}: sha256 does not match manifest"])
-                tables.append(pq.read_table(io.BytesIO(data)))
+                problem = shard_problem(data, entry)
+                if problem:
+                    raise VerificationError([problem])
+                files.append(data)
         except (ObjectNotFound, ObjectAccessDenied) as exc:
             gone = exc  # republished meanwhile (403: same, for a role without ListBucket)
             continue  # start over from the new manifest
-        table = pa.concat_tables(tables) if tables else SCHEDULE_SCHEMA.empty_table()
-        return table.replace_schema_metadata(None).to_pandas()
+        return schedule_frame(files)
     raise VerificationError([f"{location.uri(manifest_key)} kept changing during "
                              f"{READ_ATTEMPTS} reads (last: {gone!r})"])
 

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobs import allocate, build_schedule, policy_rates, shards
+from jobs import allocate, build_schedule, policy_rates
+from jobs.fleet.schedule import read_shard_index
 from jobs.core import host_plan
 from jobs.core.allocation_kkt import objective_value
 from jobs.core.policies import get_policy, policy_rates as in_memory_rates
@@ -103,7 +104,7 @@ def lanes_root(tmp_path_factory):
 def _schedule(root):
     out_dir = os.path.join(root, "schedules", "dt=2026-11-03")
     return pd.concat(pd.read_parquet(os.path.join(out_dir, i["file"]))
-                     for i in shards.read_shard_index(out_dir))
+                     for i in read_shard_index(out_dir))
 
 
 @pytest.mark.parametrize("extra", [[], ["allocation.lambda_table=ORACLE"]])
@@ -156,7 +157,7 @@ def test_audit_sample_rows_are_scheduled_in_their_own_lane(spark, lanes_root):
     caps = {"big.example": 30,  # 86400/1440 halved by cap_factor 0.5
             "small.example": int(86400 // cfg.politeness.default_crawl_delay_s)}
     assert all(n <= caps[h] for h, n in sched.groupby("host").size().items())
-    index = shards.read_shard_index(os.path.join(lanes_root, "schedules", "dt=2026-11-03"))
+    index = read_shard_index(os.path.join(lanes_root, "schedules", "dt=2026-11-03"))
     assert sum(i["lanes"].get("audit", 0) for i in index) == len(audit)
     m = pd.read_parquet(os.path.join(lanes_root, "metrics", "dt=2026-11-02")).iloc[0]
     assert m.planned_audit == len(audit)

@@ -55,7 +55,7 @@ def test_clean_keeps_only_valid_values():
 
 
 def test_header_checks_cover_the_published_header_columns():
-    from jobs.shards import SCHEDULE_SCHEMA
+    from jobs.fleet.schedule import SCHEDULE_SCHEMA
     headers = {n for n in SCHEDULE_SCHEMA.names if n.startswith("if_")}
     assert set(http_fields.HEADER_CHECKS) == headers
 

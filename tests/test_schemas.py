@@ -50,3 +50,39 @@ def test_unreadable_file_is_named(tmp_path):
     with pytest.raises(schemas.SchemaError, match="unreadable") as err:
         schemas.check_files(schemas.FETCH_LOG, [str(path)])
     assert err.value.file == str(path)
+
+
+def test_derived_schedule_forms_equal_the_contract():
+    """schemas.SCHEDULE is the schedule's one source; the writer's and reader's Arrow
+    schema and the writer's sort order are derived from it."""
+    from jobs import shards
+    from jobs.fleet import schedule
+
+    expected = pa.schema([
+        pa.field("host", pa.string(), nullable=False), pa.field("url", pa.string(), nullable=False),
+        pa.field("not_before", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("lane", pa.string(), nullable=False), pa.field("method", pa.string(), nullable=False),
+        pa.field("if_none_match", pa.string()), pa.field("if_modified_since", pa.string()),
+        pa.field("priority", pa.float64(), nullable=False),
+        pa.field("p_changed", pa.float64(), nullable=False)])
+    assert schemas.SCHEDULE.arrow_schema().equals(expected, check_metadata=True)
+    assert schedule.SCHEDULE_SCHEMA.equals(schemas.SCHEDULE.arrow_schema(), check_metadata=True)
+    assert shards.SCHEDULE_SCHEMA is schedule.SCHEDULE_SCHEMA
+    keys = [name for name, _ in shards.SORT_KEYS]
+    assert sorted(keys) == sorted(schemas.SCHEDULE.names) and len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize("name, contract", [
+    ("FETCH_LOG_SCHEMA", schemas.FETCH_LOG), ("IMPORTANCE_SCHEMA", schemas.IMPORTANCE),
+    ("HOST_POLICY_SCHEMA", schemas.HOST_POLICY), ("SIGNALS_SCHEMA", schemas.SIGNALS),
+    ("FRONTIER_SCHEMA", schemas.FRONTIER)])
+def test_simulator_writes_the_planners_input_contracts(name, contract):
+    """What the sim writes is what the planner reads: same columns, order and types (every
+    field nullable in the sim's files), and the files pass the planner's own check."""
+    from jobs.sim import contract as sim_contract
+
+    derived = getattr(sim_contract, name)
+    assert derived.names == contract.names
+    assert [f.type for f in derived] == [f.type for f in contract.arrow_schema()]
+    assert all(f.nullable for f in derived)
+    schemas.check_schema(contract, derived, name)

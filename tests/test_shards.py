@@ -12,9 +12,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.shards import (SCHEDULE_SCHEMA, SHARD_INFO_DDL, ScheduleSchemaError, read_shard_index,
-                         shard_info_from_record, shard_of, shard_writer, write_shard,
-                         write_shard_index)
+from jobs.fleet.schedule import (SCHEDULE_SCHEMA, ScheduleSchemaError, parse_shard_index,
+                                 read_shard_index)
+from jobs.shards import (SHARD_INFO_DDL, shard_info_from_record, shard_of, shard_writer,
+                         write_shard, write_shard_index)
 from tests.s3server import sample_schedule
 
 REPO = Path(__file__).resolve().parent.parent
@@ -111,6 +112,12 @@ def test_shard_index_round_trip_and_conflicts(tmp_path):
         write_shard_index(str(tmp_path), [infos[0], conflicting])
     with pytest.raises(FileNotFoundError, match="_shards.json"):
         read_shard_index(str(tmp_path / "nowhere"))
+    index = json.loads((tmp_path / "_shards.json").read_text())
+    for broken, message in ((dict(index, schema_version=2), "schema_version"),
+                            (dict(index, shards=index["shards"] + index["shards"][:1]), "duplicate"),
+                            (dict(index, shards=[dict(infos[0], rows=-1)]), "lane counts")):
+        with pytest.raises(ValueError, match=message):
+            parse_shard_index(json.dumps(broken).encode())
 
 
 def test_spark_executors_write_one_file_per_shard_with_each_host_in_one(tmp_path, spark):

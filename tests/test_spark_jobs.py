@@ -11,6 +11,7 @@ import pytest
 
 from jobs.core.times import epoch_seconds
 from jobs import allocate, build_schedule, shards, update_state, validate_logs
+from jobs.fleet.schedule import SHARD_INDEX_NAME, read_shard_index
 from tests import tiny_web
 from tests.conftest import make_config
 
@@ -64,7 +65,7 @@ def test_bad_rows_are_quarantined_with_reasons(run_two_days):
 def test_schedule_obeys_budget_delay_shards_and_headers(run_two_days):
     root, cfg = run_two_days["root"], run_two_days["cfg"]
     out_dir = os.path.join(root, "schedules", "dt=2026-11-03")
-    index = shards.read_shard_index(out_dir)
+    index = read_shard_index(out_dir)
     frames = []
     for info in index:
         df = pd.read_parquet(os.path.join(out_dir, info["file"]))
@@ -100,7 +101,7 @@ def test_budget_cut_keeps_the_highest_priorities(spark, run_two_days):
     cand = cand[cand.url.notna() & (cand.lane == "refresh")]
     out_dir = os.path.join(run_two_days["root"], "schedules", "dt=2026-11-03")
     sched = pd.concat(pd.read_parquet(os.path.join(out_dir, i["file"]))
-                      for i in shards.read_shard_index(out_dir))
+                      for i in read_shard_index(out_dir))
     assert sched.priority.min() >= np.sort(cand.priority.to_numpy())[-5] - 1e-12
 
 
@@ -109,10 +110,10 @@ def test_rerun_gives_identical_files(spark, run_two_days):
     out_dir = os.path.join(run_two_days["root"], "schedules", "dt=2026-11-03")
     allocate.run(cfg, "2026-11-02", spark)
     build_schedule.run(cfg, "2026-11-02", spark)
-    first = {i["file"]: i["sha256"] for i in shards.read_shard_index(out_dir)}
+    first = {i["file"]: i["sha256"] for i in read_shard_index(out_dir)}
     allocate.run(cfg, "2026-11-02", spark)
     build_schedule.run(cfg, "2026-11-02", spark)
-    again = {i["file"]: i["sha256"] for i in shards.read_shard_index(out_dir)}
+    again = {i["file"]: i["sha256"] for i in read_shard_index(out_dir)}
     assert first == again and sorted(f for f in os.listdir(out_dir)
                                      if f.endswith(".parquet")) == sorted(first)
 
@@ -126,7 +127,7 @@ def test_absurd_schedule_fails_before_publishing(spark, run_two_days):
     out_dir = os.path.join(root, "schedules", "dt=2026-11-03")
     with pytest.raises(build_schedule.AbsurdScheduleError, match="exceed the budget"):
         build_schedule.run(small, "2026-11-02", spark)
-    assert not os.path.exists(os.path.join(out_dir, shards.SHARD_INDEX_NAME))
+    assert not os.path.exists(os.path.join(out_dir, SHARD_INDEX_NAME))
 
 
 @pytest.mark.parametrize("infos, due, message", [

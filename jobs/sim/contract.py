@@ -1,4 +1,4 @@
-"""Arrow schemas of the data contract and a deterministic partitioned writer."""
+"""Arrow schemas of the input contracts (from ``jobs.schemas``) and a deterministic partitioned writer."""
 from __future__ import annotations
 
 import datetime as dt
@@ -7,22 +7,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-TS = pa.timestamp("us", tz="UTC")
+from jobs import schemas
 
-FETCH_LOG_SCHEMA = pa.schema([
-    ("url", pa.string()), ("host", pa.string()), ("fetched_at", TS), ("status", pa.int32()),
-    ("conditional", pa.bool_()), ("etag", pa.string()), ("last_modified", pa.string()),
-    ("content_hash", pa.string()), ("bytes", pa.int64()), ("elapsed_ms", pa.int32()),
-    ("lane", pa.string()),
-])
-IMPORTANCE_SCHEMA = pa.schema([("url", pa.string()), ("importance", pa.float64())])
-HOST_POLICY_SCHEMA = pa.schema([("host", pa.string()), ("crawl_delay_s", pa.float64()),
-                                ("max_fetches_per_day", pa.int64())])
-SIGNALS_SCHEMA = pa.schema([("url", pa.string()), ("signaled_at", TS), ("source", pa.string())])
-FRONTIER_SCHEMA = pa.schema([("url", pa.string()), ("discovered_at", TS),
-                             ("importance", pa.float64())])
-SCHEDULE_COLUMNS = ("host", "url", "not_before", "lane", "method", "if_none_match",
-                    "if_modified_since", "priority", "p_changed")
+# The inputs the simulator writes are the planner's input contracts (jobs.schemas), so the
+# two cannot drift: same columns, order and types; every field nullable, as written so far.
+FETCH_LOG_SCHEMA = schemas.FETCH_LOG.arrow_schema(all_nullable=True)
+IMPORTANCE_SCHEMA = schemas.IMPORTANCE.arrow_schema(all_nullable=True)
+HOST_POLICY_SCHEMA = schemas.HOST_POLICY.arrow_schema(all_nullable=True)
+SIGNALS_SCHEMA = schemas.SIGNALS.arrow_schema(all_nullable=True)
+FRONTIER_SCHEMA = schemas.FRONTIER.arrow_schema(all_nullable=True)
 
 # Fixed writer settings so the same table always gives the same bytes.
 _WRITE_OPTS = dict(compression="zstd", compression_level=3, use_dictionary=True,
