@@ -531,6 +531,33 @@ def config_from_json(text: str) -> Config:
     return Config(**{s: type_of_section(s)(**v) for s, v in raw.items()})
 
 
+def toml_text(cfg: Config) -> str:
+    """The whole config as a TOML file that ``load_config`` reads back to ``cfg``.
+
+    Every section and key is written, so the file pins the run's config whatever the defaults
+    become; None is written as "" (an optional key reads "" as None), dicts as sub-tables.
+    """
+    def value(v):
+        if v is None:
+            return '""'
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        return json.dumps(v)
+
+    lines = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"[{section}]")
+        nested = {k: v for k, v in values.items() if isinstance(v, dict)}
+        lines += [f"{k} = {value(v)}" for k, v in values.items() if k not in nested]
+        for k, v in nested.items():
+            lines.append(f"[{section}.{k}]")
+            lines += [f"{json.dumps(kk)} = {value(vv)}" for kk, vv in v.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML file of overrides")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",

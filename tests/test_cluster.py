@@ -51,7 +51,7 @@ def _dagbag():
 
 def _write_config(path: Path, overrides: list[str]):
     from jobs.config import load_config
-    from jobs.tools.demo import toml_text
+    from jobs.config import toml_text
 
     cfg = load_config(None, overrides)
     path.write_text(toml_text(cfg))

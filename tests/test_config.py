@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from jobs.config import Config, ConfigError, config_from_json, load_config, markdown
+from jobs.config import Config, ConfigError, config_from_json, load_config, markdown, toml_text
 
 
 def test_defaults_are_valid_and_documented():
@@ -26,6 +26,48 @@ def test_overrides_are_typed(tmp_path):
     assert cfg.spark.settings["spark.x"] == "1"
     assert cfg.spark.settings["spark.sql.session.timeZone"] == "UTC"  # defaults kept
     assert config_from_json(json.dumps(cfg.to_dict())) == cfg
+
+
+def _round_trip(cfg, tmp_path):
+    path = tmp_path / "full.toml"
+    path.write_text(toml_text(cfg))
+    return load_config(str(path))
+
+
+# One override of every kind of key the config has: str, int, float (inf too), bool,
+# Optional[int] and Optional[str] both set and None, and the dict sub-tables.
+EVERY_TYPE = ["paths.root=s3a://bucket/with \"quotes\" and \\ backslash",
+              "budget.daily_fetches=1234", "budget.fast_share=0.125",
+              "estimation.half_life_days=inf", "airflow.catchup=false",
+              "lanes.fast_as_floor=false", "politeness.default_max_fetches_per_day=77",
+              "publish.endpoint_url=http://127.0.0.1:9000",
+              "spark.settings.spark.sql.shuffle.partitions=3",
+              "spark.cluster_settings.spark.executor.memory=2g"]
+
+
+@pytest.mark.parametrize("overrides", [[], EVERY_TYPE,
+                                       ["politeness.default_max_fetches_per_day=none",
+                                        "publish.endpoint_url="]])
+def test_toml_text_round_trips(tmp_path, overrides):
+    """toml_text is the config TOML contract's writer: load_config reads it back unchanged."""
+    cfg = load_config(None, overrides)
+    assert _round_trip(cfg, tmp_path) == cfg
+    if overrides is EVERY_TYPE:
+        assert cfg.budget.daily_fetches == 1234 and cfg.estimation.half_life_days == float("inf")
+        assert '"quotes"' in cfg.paths.root and cfg.spark.settings["spark.sql.shuffle.partitions"] == "3"
+
+
+def test_every_override_type_is_covered():
+    import dataclasses
+    import typing
+
+    from jobs.config import type_of_section
+    kinds = {str(typing.get_type_hints(type_of_section(s.name))[f.name])
+             for s in dataclasses.fields(Config) for f in dataclasses.fields(type_of_section(s.name))}
+    covered = {str(typing.get_type_hints(type_of_section(o.split(".")[0]))[o.split(".")[1].split("=")[0]])
+               for o in EVERY_TYPE}
+    assert kinds == covered
+
 
 
 @pytest.mark.parametrize("override, message", [

@@ -56,7 +56,7 @@ def published_day(airflow_db, spark, tmp_path_factory):
         cfg = load_config(None, overrides)
         rebuild_state.run(cfg, "2026-11-02", "2026-11-04", spark)
         toml = work / "recrawl.toml"
-        from jobs.tools.demo import toml_text
+        from jobs.config import toml_text
         toml.write_text(toml_text(cfg))
         os.environ["RECRAWL_CONFIG"] = str(toml)
         os.environ["AIRFLOW_CONN_RECRAWL_SPARK"] = json.dumps({"conn_type": "spark",

@@ -16,7 +16,6 @@ jobs themselves never collect per-URL data to the driver.
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -28,7 +27,7 @@ import pyarrow as pa
 
 from jobs import allocate, build_schedule, dag_tasks, rebuild_state, update_state, validate_logs
 from jobs.backtest import audit
-from jobs.config import Config, load_config
+from jobs.config import Config, load_config, toml_text
 from jobs.core.plan import host_cap
 from jobs.runlog import STAGES, has_stage_record, read_stage_record
 from jobs.sim import Simulation, WebParams, run_history
@@ -149,27 +148,6 @@ def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | 
     if config_has(AUDIT_RATE_KEY):  # the planner's audit sample is the harness's sample
         pol.append(f"{AUDIT_RATE_KEY}={spec.audit_rate}")
     return load_config(None, base + pol + list(spec.overrides))
-
-
-def toml_text(cfg: Config) -> str:
-    """The full config as TOML, for the DAG task callables that take a config path."""
-    def value(v):
-        if v is None:
-            return '""'  # load_config reads "" as None for optional keys
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        return repr(v) if isinstance(v, (int, float)) else json.dumps(v)
-
-    lines = []
-    for section, values in cfg.to_dict().items():
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {value(v)}" for k, v in values.items() if not isinstance(v, dict)]
-        for k, v in values.items():
-            if isinstance(v, dict):
-                lines.append(f"[{section}.{k}]")
-                lines += [f"{json.dumps(kk)} = {value(vv)}" for kk, vv in v.items()]
-        lines.append("")
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------- inputs

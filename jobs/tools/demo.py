@@ -16,36 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from jobs.config import Config, load_config
+from jobs.config import load_config, toml_text
 from jobs.paths import previous_day, schedule_date, schedule_manifest_key, shift_day
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "recrawl-schedules"
-
-
-def toml_text(cfg: Config) -> str:
-    """The full config as TOML (None is written as "" which load_config reads as None)."""
-    def value(v):
-        if v is None:
-            return '""'
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        return json.dumps(v)
-
-    lines = []
-    for section, values in cfg.to_dict().items():
-        lines.append(f"[{section}]")
-        nested = {k: v for k, v in values.items() if isinstance(v, dict)}
-        for k, v in values.items():
-            if k not in nested:
-                lines.append(f"{k} = {value(v)}")
-        for k, v in nested.items():
-            lines.append(f"[{section}.{k}]")
-            lines += [f"{json.dumps(kk)} = {value(vv)}" for kk, vv in v.items()]
-        lines.append("")
-    return "\n".join(lines)
 
 
 def airflow_env(workdir: Path, config_path: Path, spark_master: str) -> dict:
