@@ -10,10 +10,11 @@ the driver from a priority histogram of the candidates (not the page table) and 
 build_schedule.
 
 Inputs beyond state: frontier/, host_policy/, and when present the hosts/dt=D table of the
-update side (cap_factor, trust_etag, trust_lm, audit_wanted), which must be committed, and
-the oracle table ``allocation.lambda_table``.
+update side (cap_factor, trust_etag, trust_lm, audit_wanted), which must be committed.
 
 Run: ``python -m jobs.allocate --date D`` or ``spark-submit jobs/allocate.py --date D``.
+Backtests only (the DAG never passes it): ``--lambda-table PATH``, a Parquet table (url,
+lambda) whose lambda replaces lambda_hat, e.g. the simulator's true rates ("oracle").
 """
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ from jobs.policy_rates import solve_levels  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
-def load_pages(spark, cfg: Config, run_date: str):
-    """Known pages (state) and new frontier pages, joined with host politeness."""
+def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = None):
+    """Known pages (state) and new frontier pages, joined with host politeness (and, in a
+    backtest, with the oracle's ``lambda_table``)."""
     from pyspark.sql import functions as F
 
     files = partitions.committed_files(cfg.paths.table("state", run_date), "state")
@@ -79,7 +81,8 @@ def load_pages(spark, cfg: Config, run_date: str):
              .withColumn("max_fetches_per_day",
                          F.coalesce("max_fetches_per_day",
                                     F.lit(pol.default_max_fetches_per_day).cast("long"))))
-    return with_oracle(spark, cfg, with_host_health(spark, cfg, run_date, pages)), quarantined
+    return with_oracle(spark, lambda_table,
+                       with_host_health(spark, cfg, run_date, pages)), quarantined
 
 
 # For a host the committed hosts table has no row for (a frontier-only host): trust no
@@ -108,12 +111,12 @@ def with_host_health(spark, cfg: Config, run_date: str, pages):
                                                   F.lit(1.0)))
 
 
-def with_oracle(spark, cfg: Config, pages):
-    """Oracle mode (``allocation.lambda_table``): a (url, lambda) table replaces lambda_hat,
-    e.g. the simulator's true rates, to run 'optimal with the true lambda'."""
+def with_oracle(spark, path: str | None, pages):
+    """Oracle mode, backtests only: the (url, lambda) table at ``path`` replaces lambda_hat,
+    e.g. the simulator's true rates, to run 'optimal with the true lambda'. Not a config
+    key: production never has true rates, and the DAG never passes one."""
     from pyspark.sql import functions as F
 
-    path = cfg.allocation.lambda_table
     if not path:
         return pages
     files = storage.list_parquet_files(path)
@@ -126,12 +129,14 @@ def with_oracle(spark, cfg: Config, pages):
             .withColumn("lambda_hat", F.coalesce("_lambda", "lambda_hat")).drop("_lambda"))
 
 
-def run(cfg: Config, run_date: str, spark=None) -> dict:
+def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = None) -> dict:
+    """Allocate for ``run_date``; ``lambda_table``: the backtest oracle's true rates (see
+    :func:`with_oracle`), never set by the DAG."""
     from pyspark.sql import functions as F
 
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
-    pages, quarantined = load_pages(spark, cfg, run_date)
+    pages, quarantined = load_pages(spark, cfg, run_date, lambda_table)
     ctx, rate_info = solve_levels(spark, cfg, pages, window_start, window_end)
 
     def plan(pdf):
@@ -168,7 +173,9 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
 
 
 def main(argv=None) -> int:
-    return stage_main(run, __doc__, argv)
+    return stage_main(run, __doc__, argv, options={
+        "--lambda-table": "backtests only: Parquet table (url, lambda) of true rates that "
+                          "replace lambda_hat (the oracle); the DAG never sets it"})
 
 
 if __name__ == "__main__":

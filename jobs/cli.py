@@ -12,9 +12,11 @@ EXIT_REFUSED = 2  # a named refusal (missing/uncommitted input, broken contract)
 
 
 def stage_main(run: Callable[..., dict], doc: str, argv=None,
-               flags: Optional[dict[str, str]] = None) -> int:
-    """Parse ``--date``/``--config``/``--set`` (and the stage's boolean ``flags``), run the
-    stage, print its run record. A named refusal prints one line and exits 2."""
+               flags: Optional[dict[str, str]] = None,
+               options: Optional[dict[str, str]] = None) -> int:
+    """Parse ``--date``/``--config``/``--set`` (and the stage's boolean ``flags`` and string
+    ``options``, passed to ``run`` as keywords), run the stage, print its run record. A named
+    refusal prints one line and exits 2."""
     from jobs import partitions, schemas
 
     summary, _, details = doc.strip().partition("\n")
@@ -23,10 +25,12 @@ def stage_main(run: Callable[..., dict], doc: str, argv=None,
     parser.add_argument("--date", required=True, help="logical date D (YYYY-MM-DD)")
     for flag, help_text in (flags or {}).items():
         parser.add_argument(flag, action="store_true", help=help_text)
+    for option, help_text in (options or {}).items():
+        parser.add_argument(option, default=None, metavar="PATH", help=help_text)
     add_config_args(parser)
     args = parser.parse_args(argv)
     kwargs = {f.lstrip("-").replace("-", "_"): getattr(args, f.lstrip("-").replace("-", "_"))
-              for f in (flags or {})}
+              for f in {**(flags or {}), **(options or {})}}
     try:
         record = run(config_from_args(args), args.date, **kwargs)
     except (partitions.MissingPartitionError, schemas.SchemaError) as err:

@@ -348,9 +348,6 @@ class AllocationConfig:
     grid_points: int = _doc("Levels of the shared demand-curve grid (pass 2).", default=256)
     buckets: int = _doc("Host-hash groups of the demand passes (one pandas call each, looping "
                         "over its hosts).", default=16)
-    lambda_table: str = _doc("Oracle mode: path of a Parquet table (url, lambda) whose lambda "
-                             "replaces lambda_hat (e.g. the simulator's true rates). Empty: off.",
-                             default="")
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,7 @@ from jobs.verify import read_schedule
 
 BUCKET = "recrawl-backtest"
 POLICIES = ("uniform", "proportional", "adaptive", "optimal", "oracle")
-# Config keys owned by other stages, probed rather than assumed so the harness runs
-# before and after they land: the oracle's table of true rates, and the audit sample rate.
-ORACLE_KEYS = ("allocation.lambda_table", "policy.lambda_table")
+# A config key owned by another stage, probed rather than assumed: the audit sample rate.
 AUDIT_RATE_KEY = "audit.sample_rate"
 
 
@@ -53,10 +51,6 @@ def config_has(key: str) -> bool:
         return name in {f.name for f in dataclasses.fields(type_of_section(section))}
     except ConfigError:
         return False
-
-
-class NotWired(RuntimeError):
-    """A policy the planner cannot run yet (its stage or config key has not landed)."""
 
 
 @dataclass(frozen=True)
@@ -138,16 +132,17 @@ def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | 
             "schedule.n_shards=4", f"budget.daily_fetches={budget if budget is not None else spec.budget}",
             f"publish.target={target}", "publish.max_workers=4",
             f"publish.endpoint_url={endpoint or ''}"]
-    if policy == "oracle":
-        keys = [k for k in ORACLE_KEYS if config_has(k)]
-        if not keys:
-            raise NotWired(f"no oracle config key ({' or '.join(ORACLE_KEYS)}) in jobs/config.py")
-        pol = ["policy.name=optimal", f"{keys[0]}={root / '_truth' / 'lambda'}"]
-    else:
-        pol = [f"policy.name={policy}"]
+    # The oracle is optimal with the true rates, which reach allocate as its backtest-only
+    # argument (oracle_table), never through the production config.
+    pol = [f"policy.name={'optimal' if policy == 'oracle' else policy}"]
     if config_has(AUDIT_RATE_KEY):  # the planner's audit sample is the harness's sample
         pol.append(f"{AUDIT_RATE_KEY}={spec.audit_rate}")
     return load_config(None, base + pol + list(spec.overrides))
+
+
+def oracle_table(root: Path, policy: str) -> str | None:
+    """The table of true rates allocate takes for ``policy`` (only the oracle has one)."""
+    return str(root / "_truth" / "lambda") if policy == "oracle" else None
 
 
 # ------------------------------------------------------------------- inputs
@@ -214,12 +209,8 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
     sim = copy.deepcopy(sim0)
     sim.root = root
     run = PolicyRun(policy=name, status="ok", budget=budget)
-    try:
-        cfg = planner_config(spec, root, policy, endpoint, budget)
-    except NotWired as exc:
-        run.status, run.error = "not wired", str(exc)
-        log(f"[backtest] {name}: not wired ({exc})")
-        return run
+    cfg = planner_config(spec, root, policy, endpoint, budget)
+    lambda_table = oracle_table(root, policy)
     cfg_path = root.parent / "recrawl.toml"
     cfg_path.write_text(toml_text(cfg))
     from jobs.publish import ensure_bucket
@@ -237,7 +228,7 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
         D, D1 = day_str(p, d_run), day_str(p, d_next)
         t = t_day = time.monotonic()
         try:
-            alloc_rec = allocate.run(cfg, D, spark)
+            alloc_rec = allocate.run(cfg, D, spark, lambda_table=lambda_table)
         except NotImplementedError as exc:
             run.status, run.error = "not wired", str(exc)
             log(f"[backtest] {name}: not wired ({exc})")
