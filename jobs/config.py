@@ -522,12 +522,6 @@ def load_config(path: Optional[str] = None, overrides: Optional[list[str]] = Non
     return Config(**sections)
 
 
-def config_from_json(text: str) -> Config:
-    """Rebuild a Config from ``json.dumps(cfg.to_dict())`` (used to pass config to tasks)."""
-    raw = json.loads(text)
-    return Config(**{s: type_of_section(s)(**v) for s, v in raw.items()})
-
-
 def toml_text(cfg: Config) -> str:
     """The whole config as a TOML file that ``load_config`` reads back to ``cfg``.
 

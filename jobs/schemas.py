@@ -13,8 +13,6 @@ from typing import Optional
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
-
 _ARROW = {
     "string": pa.string(), "int": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(),
     "float": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"), "date": pa.date32(),

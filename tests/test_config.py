@@ -1,8 +1,7 @@
-import json
 
 import pytest
 
-from jobs.config import Config, ConfigError, config_from_json, load_config, markdown, toml_text
+from jobs.config import Config, ConfigError, load_config, markdown, toml_text
 
 
 def test_defaults_are_valid_and_documented():
@@ -25,7 +24,6 @@ def test_overrides_are_typed(tmp_path):
     assert cfg.publish.target == "file:///tmp/x"
     assert cfg.spark.settings["spark.x"] == "1"
     assert cfg.spark.settings["spark.sql.session.timeZone"] == "UTC"  # defaults kept
-    assert config_from_json(json.dumps(cfg.to_dict())) == cfg
 
 
 def _round_trip(cfg, tmp_path):
@@ -67,7 +65,6 @@ def test_every_override_type_is_covered():
     covered = {str(typing.get_type_hints(type_of_section(o.split(".")[0]))[o.split(".")[1].split("=")[0]])
                for o in EVERY_TYPE}
     assert kinds == covered
-
 
 
 @pytest.mark.parametrize("override, message", [

@@ -29,7 +29,7 @@ from jobs import allocate, build_schedule, dag_tasks, rebuild_state, update_stat
 from jobs.backtest import audit
 from jobs.config import Config, load_config, toml_text
 from jobs.core.plan import host_cap
-from jobs.runlog import STAGES, has_stage_record, read_stage_record
+from jobs.runlog import read_stage_record
 from jobs.sim import Simulation, WebParams, run_history
 from jobs.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCHEMA,
                                IMPORTANCE_SCHEMA, SIGNALS_SCHEMA, partition_dir, write_table)
@@ -348,11 +348,6 @@ def _host_use(sim: Simulation, sched: pd.DataFrame, day: int) -> pd.DataFrame:
     return pd.DataFrame({"day": day, "host": h["host"], "capacity": cap,
                          "rows": counts.reindex(h["host"]).fillna(0).astype(int).to_numpy(),
                          "size_day0": h["size_day0"]})
-
-
-def stages_present(cfg: Config, run_date: str) -> list[str]:
-    """Which stage records the run for ``run_date`` left (used by tests)."""
-    return [s for s in STAGES if has_stage_record(cfg, run_date, s)]
 
 
 def spec_dict(spec: BacktestSpec) -> dict:

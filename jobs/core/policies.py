@@ -39,7 +39,6 @@ from jobs.core.allocation_hosts import (
     caps_for, encode_hosts, floor_demand, host_cap_levels, rates_at_level, solve_budget)
 from jobs.core.allocation_kkt import check_box, check_objective, multiplier_bounds, optimal_rates
 
-REQUIRED_COLUMNS = ("lambda_hat", "importance", "interval_s")
 SECONDS_PER_DAY = 86400.0
 
 

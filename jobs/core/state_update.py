@@ -46,8 +46,6 @@ BASE_COLUMNS = [
     "pending_signal_at", "importance", "lane", "updated_dt",
 ]
 STATE_COLUMNS = BASE_COLUMNS + list(es.STATS_COLUMNS)
-_TS_COLS = ["first_seen", "last_fetch_at", "last_success_at", "last_change_at",
-            "last_known_at", "signal_claim_at", "pending_signal_at"]
 
 
 @dataclass(frozen=True)

@@ -140,10 +140,6 @@ def _last_time(page, t, n):
     return res
 
 
-DAY_SUM_KEYS = ("obs_days", "fresh_days", "age_days2", "w_obs_days", "w_fresh_days",
-                "w_age_days2", "dead_in_index_days", "fetches_found_change")
-
-
 def summarize(days: pd.DataFrame, budget: float | None = None,
               copies: CopyState | None = None, alive_mask: np.ndarray | None = None) -> dict:
     """Window metrics from daily records (rows of :meth:`Simulation.step` results).
