@@ -9,8 +9,10 @@ Never rescans log history: reads ``state/dt=D-1``, ``hosts/dt=D-1``, ``fetch_log
    pandas call folds a whole bucket with ``jobs.core.state_update.fold_day`` (decayed
    sufficient statistics, observations, validator evidence, signal claims).
 3. Empirical-Bayes group priors: ``groupBy(group).applyInPandas(fit_group_priors)`` over
-   the folded statistics (group = host, or host + first path segment), joined back by
-   group and applied per row (``mapInPandas``): λ̂, λ_lo, λ_hi.
+   the folded statistics, once per group level of ``estimation.prior_level`` (template,
+   URL class, host: jobs.core.estimators_shrinkage), each small fit joined back by group;
+   one ``mapInPandas`` pass picks each row's prior (``choose_prior``) and estimates with
+   it: λ̂, λ_lo, λ_hi.
 4. Hosts: today's evidence summed per host plus health counts from the logs, co-grouped
    with yesterday's hosts rows and reclassified by ``jobs.core.trust.update_hosts``.
 5. The freshness audit is scored into the run record: only fetch-log rows with lane
@@ -40,7 +42,6 @@ from jobs.spark_session import get_spark  # noqa: E402
 _EV = list(observations.EVIDENCE_COLUMNS)
 _FOLD_DDL = schemas.STATE.spark_ddl() + "".join(f", {c} bigint" for c in _EV)
 _PRIOR_DDL = "_group string, prior_shape double, prior_rate double, prior_em boolean"
-_TEMPLATE_RE = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?[^/?#:]+(?::\d+)?(/[^/?#]*)?"
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
              "content_hash", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
              "is_signal", "lane"]
@@ -78,28 +79,43 @@ def _fit_priors_fn(cfg: Config):
     return fit
 
 
-def _apply_priors_fn(cfg: Config):
+_PRIOR_CANDIDATES = ("prior_shape", "prior_rate", "prior_em")
+_ESTIMATES = ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior")
+
+
+def _apply_priors_fn(cfg: Config, levels: int, out_cols: list[str]):
+    """Per batch of URLs: the prior choice (jobs.core.estimators_shrinkage.choose_prior)
+    among the ``levels`` joined group fits, then the estimates with that prior."""
+    def cols(name):
+        return [f"{name}_{k}" for k in range(levels)]
+
     def apply(batches):
         for pdf in batches:
-            rates = state_update.estimate_with_priors(pdf, pdf["prior_shape"], pdf["prior_rate"],
+            shape, rate = estimators_shrinkage.choose_prior(
+                pdf[cols("prior_shape")].to_numpy(float), pdf[cols("prior_rate")].to_numpy(float),
+                pdf[cols("prior_em")].eq(True).to_numpy())  # null (no fit joined): not EM
+            rates = state_update.estimate_with_priors(pdf, shape, rate,
                                                       level=cfg.estimation.level)
             for c in rates.columns:
                 pdf[c] = rates[c].to_numpy()
-            yield pdf[state_update.STATE_COLUMNS + _EV]
+            pdf["prior_shape"], pdf["prior_rate"] = shape, rate
+            yield pdf[out_cols]
 
     return apply
 
 
 def _group_keys(cfg: Config):
-    """Spark expressions of the shrinkage groups, most specific first (jobs.config)."""
+    """Spark expressions of the shrinkage groups of ``estimation.prior_level``, most specific
+    first: jobs.core.estimators_shrinkage.group_key_from_url on the ``host`` column, built
+    from its URL_PATTERN and ID_PATTERN (a test checks both engines give the same keys)."""
     from pyspark.sql import functions as F
 
-    segment = F.regexp_extract("url", _TEMPLATE_RE, 1)
-    template = F.concat(F.col("host"), segment)
-    url_class = F.concat(F.lit("*"), F.regexp_replace(F.regexp_replace(segment, "/+$", ""),
-                                                      estimators_shrinkage.ID_PATTERN, ""))
-    return {"host": [F.col("host")], "template": [template], "class": [url_class],
-            "hierarchical": [template, url_class, F.col("host")]}[cfg.estimation.prior_level]
+    es = estimators_shrinkage
+    segment = F.regexp_extract("url", es.URL_PATTERN, 1)
+    segment = F.when(segment == F.lit(es.EMPTY_SEGMENT), F.lit("")).otherwise(segment)
+    keys = {"host": F.col("host"), "template": F.concat(F.col("host"), segment),
+            "class": F.concat(F.lit("*"), F.regexp_replace(segment, es.ID_PATTERN, ""))}
+    return [keys[level] for level in es.PRIOR_CHAINS[cfg.estimation.prior_level]]
 
 
 def _fit_priors(cfg: Config, folded, key):
@@ -117,24 +133,26 @@ def _fit_priors(cfg: Config, folded, key):
 
 
 def with_group_priors(cfg: Config, folded):
-    """Join each row's prior: the most specific group's EM fit, else the most specific
-    pooled one (jobs.core.estimators_shrinkage), else none."""
+    """Each row's λ̂, λ_lo, λ_hi and λ_prior under its group prior, plus the chosen
+    ``prior_shape`` and ``prior_rate``.
+
+    Every level's fitted priors (small tables, one row per group) are joined to the rows by
+    group; one ``mapInPandas`` pass then picks each row's prior with
+    :func:`jobs.core.estimators_shrinkage.choose_prior` and estimates with it.
+    """
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, StructField, StructType
 
     out, keys = folded, _group_keys(cfg)
     for level, key in enumerate(keys):
         pri = _fit_priors(cfg, folded, key).select(
-            F.col("_group").alias(f"_g{level}"), *[F.col(c).alias(f"{c}_{level}") for c in
-                                                   ("prior_shape", "prior_rate", "prior_em")])
+            F.col("_group").alias(f"_g{level}"),
+            *[F.col(c).alias(f"{c}_{level}") for c in _PRIOR_CANDIDATES])
         out = out.withColumn(f"_g{level}", key).join(pri, f"_g{level}", "left")
-    levels = range(len(keys))
-    fitted = [F.col(f"prior_em_{k}") for k in levels] + [F.col(f"prior_shape_{k}").isNotNull()
-                                                         for k in levels]
-    chosen = F.coalesce(*[F.when(c, F.lit(i % len(keys))) for i, c in enumerate(fitted)])
-    pick = {c: F.coalesce(*[F.when(chosen == k, F.col(f"{c}_{k}")) for k in levels])
-            for c in ("prior_shape", "prior_rate")}
-    return out.withColumn("prior_shape", pick["prior_shape"]).withColumn("prior_rate",
-                                                                       pick["prior_rate"])
+    added = [c for c in _ESTIMATES if c not in folded.columns] + ["prior_shape", "prior_rate"]
+    schema = StructType([f for f in folded.schema.fields if f.name not in added]
+                        + [StructField(c, DoubleType()) for c in added])
+    return out.mapInPandas(_apply_priors_fn(cfg, len(keys), schema.names), schema)
 
 
 def _hosts_fn(cfg: Config, run_date: str):
@@ -218,8 +236,7 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     folded = (prev.groupBy("_b").cogroup(rows.groupBy("_b"))
               .applyInPandas(_fold_fn(cfg, run_date), _FOLD_DDL))
     folded = folded.persist()
-    result = (with_group_priors(cfg, folded)
-              .mapInPandas(_apply_priors_fn(cfg), _FOLD_DDL))
+    result = with_group_priors(cfg, folded)
     default_imp = F.lit(float(cfg.policy.default_importance))
     if importance is not None:
         result = (result.drop("importance").join(importance, "url", "left")

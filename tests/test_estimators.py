@@ -5,8 +5,8 @@ import pytest
 from scipy.optimize import brentq
 
 from jobs.core import estimators as est
-from jobs.core.estimators_shrinkage import (apply_group_priors, fit_group_priors,
-                                            group_key_from_url)
+from jobs.core.estimators_shrinkage import (PRIOR_CHAINS, apply_group_priors, choose_prior,
+                                            fit_group_priors, group_key_from_url)
 
 
 def stats_from(rows, t, changed, n, lm=None):
@@ -182,6 +182,76 @@ def test_shrinkage_new_url_inherits_prior_and_helpers():
     assert res["lambda_hat"].iloc[-1] == pytest.approx(prior["prior_shape"] / prior["prior_rate"])
     unknown = apply_group_priors(s, np.ones(n), priors)   # group without a prior → default
     pd.testing.assert_series_equal(unknown["lambda_hat"], est.estimate_rate(s)["lambda_hat"])
+
+
+# (url, host, template, class): the shrinkage groups of URLs that passed ingest's URL rule
+# (host = jobs.core.hosts.url_host), tricky on purpose; tests/test_update_state_spark.py checks
+# the Spark expressions of update_state give the same keys.
+GROUP_KEY_CASES = [
+    ("https://ex.com/news/2024/x", "ex.com", "ex.com/news", "*/news"),
+    ("HTTPS://EX.COM/News/a", "ex.com", "ex.com/News", "*/News"),
+    ("https://ex.com", "ex.com", "ex.com", "*"),                  # one front page, however
+    ("https://ex.com/", "ex.com", "ex.com", "*"),                 # spelled (Spark used to
+    ("https://ex.com/?page=2", "ex.com", "ex.com", "*"),          # file the bare one apart)
+    ("https://ex.com?q=1", "ex.com", "ex.com", "*"),
+    ("https://ex.com#top", "ex.com", "ex.com", "*"),
+    ("https://ex.com//double", "ex.com", "ex.com", "*"),
+    ("https://ex.com:8443/feed", "ex.com", "ex.com/feed", "*/feed"),
+    ("https://ex.com./feed/", "ex.com", "ex.com/feed", "*/feed"),
+    ("https://ex.com/feed?x=/y", "ex.com", "ex.com/feed", "*/feed"),
+    ("https://ex.com/feed#/z", "ex.com", "ex.com/feed", "*/feed"),
+    ("https://ex.com/2024/05/x", "ex.com", "ex.com/2024", "*/"),
+    ("https://ex.com/item-123_4.5/x", "ex.com", "ex.com/item-123_4.5", "*/item"),
+    ("https://ex.com/v2api", "ex.com", "ex.com/v2api", "*/vapi"),
+    ("https://ex.com/\u0661\u0662", "ex.com", "ex.com/\u0661\u0662", "*/\u0661\u0662"),
+    ("https://ex.com/%E2%82%AC-7", "ex.com", "ex.com/%E2%82%AC-7", "*/%E%%AC"),
+    ("https://ex.com/stra\u00dfe/1", "ex.com", "ex.com/stra\u00dfe", "*/stra\u00dfe"),
+    ("https://ex.com/\U0001f600x", "ex.com", "ex.com/\U0001f600x", "*/\U0001f600x"),
+    ("https://ex.com/a;b=1/c", "ex.com", "ex.com/a;b=1", "*/a;b="),
+    ("https://b\u00fccher.example/x", "xn--bcher-kva.example", "xn--bcher-kva.example/x", "*/x"),
+    ("https://[::1]:8080/x", "[::1]", "[::1]", "*"),
+    ("http://10.0.0.1/cgi-bin/x", "10.0.0.1", "10.0.0.1/cgi-bin", "*/cgi-bin"),
+]
+
+
+def test_group_keys_of_tricky_urls():
+    urls = [u for u, *_ in GROUP_KEY_CASES]
+    for i, level in enumerate(("host", "template", "class")):
+        want = [case[1 + i] for case in GROUP_KEY_CASES]
+        assert group_key_from_url(urls, level).tolist() == want, level
+        hosts = pd.Series([h for _, h, *_ in GROUP_KEY_CASES], index=range(10, 10 + len(urls)))
+        assert group_key_from_url(urls, level, hosts=hosts).tolist() == want, level
+    assert group_key_from_url(["junk", None, "ftp://x/"], "template").tolist() == ["", "", ""]
+
+
+def test_choose_prior_takes_first_em_then_first_pooled():
+    nan = np.nan
+    #            template      class        host
+    shape = [[2.0, 3.0, 4.0],   # template EM
+             [2.0, 3.0, 4.0],   # template pooled, class EM -> class
+             [nan, 1.0, 4.0],   # no template prior, class pooled, host EM -> host
+             [nan, 1.0, 1.0],   # only pooled priors -> the most specific one (class)
+             [nan, nan, nan],   # nothing -> NaN (default smoothing prior)
+             [1.0, nan, nan]]   # template pooled only
+    rate = np.array(shape) * 10
+    em = [[True, True, True], [False, True, True], [False, False, True],
+          [False, False, False], [False, False, False], [False, False, False]]
+    got_shape, got_rate = choose_prior(shape, rate, em)
+    np.testing.assert_array_equal(got_shape, [2.0, 3.0, 4.0, 1.0, nan, 1.0])
+    np.testing.assert_array_equal(got_rate, [20.0, 30.0, 40.0, 10.0, nan, 10.0])
+    # An EM flag on a level without a prior (cannot come from fit_group_priors) is ignored.
+    assert np.isnan(choose_prior([[nan]], [[nan]], [[True]])[0]).all()
+    assert choose_prior(np.empty((0, 3)), np.empty((0, 3)), np.empty((0, 3), bool))[0].shape \
+        == (0,)
+    with pytest.raises(ValueError):
+        choose_prior([[1.0, 2.0]], [[1.0]], [[True, True]])
+
+
+def test_prior_chains_cover_every_configured_level():
+    from jobs.config import PRIOR_LEVELS
+
+    assert tuple(PRIOR_CHAINS) == PRIOR_LEVELS
+    assert PRIOR_CHAINS["hierarchical"] == ("template", "class", "host")
 
 
 def test_reduced_study_meets_accuracy_and_shrinkage_requirements():

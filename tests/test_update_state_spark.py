@@ -225,3 +225,58 @@ def test_hierarchical_priors_pick_template_then_class_then_host(spark, tmp_path)
     pure_class = group_key_from_url(pdf["url"], "class").to_numpy(object)
     assert (keyed["k1"].to_numpy(object) == pure_class).all()
     assert sorted(set(pure_class)) == ["*/feed", "*/news", "*/shop"]
+
+
+def test_spark_group_keys_equal_the_pure_ones_on_tricky_urls(spark, tmp_path):
+    """update_state's Spark group keys are built from the one URL_PATTERN and ID_PATTERN of
+    jobs.core.estimators_shrinkage and agree with group_key_from_url, including the front
+    page spelled https://h, https://h/ and https://h/?q (one template: Spark used to file the
+    bare form apart)."""
+    from jobs.core.estimators_shrinkage import group_key_from_url
+    from tests.test_estimators import GROUP_KEY_CASES
+
+    pdf = pd.DataFrame([(u, h) for u, h, *_ in GROUP_KEY_CASES], columns=["url", "host"])
+    cfg = make_config(str(tmp_path), "estimation.prior_level=hierarchical")
+    got = spark.createDataFrame(pdf).select(
+        *[k.alias(f"k{i}") for i, k in enumerate(update_state._group_keys(cfg))]).toPandas()
+    for i, level in enumerate(("template", "class", "host")):
+        want = group_key_from_url(pdf["url"], level, hosts=pdf["host"]).tolist()
+        assert got[f"k{i}"].tolist() == want, level
+        assert want == [case[1 + ("host", "template", "class").index(level)]
+                        for case in GROUP_KEY_CASES]
+
+
+@pytest.mark.parametrize("level", ["hierarchical", "template", "class", "host"])
+def test_update_state_and_the_study_choose_the_same_prior(spark, tmp_path, level):
+    """One prior choice (jobs.core.estimators_shrinkage.choose_prior) in both engines: Spark's
+    joined fits and the study's pandas fits give every URL the same prior, over templates with
+    an EM fit, pooled-only and no prior at all (a group that has no prior must not hide a
+    pooled prior further down the chain)."""
+    from jobs.core.estimators_stats import STATS_COLUMNS
+    from jobs.studies.study_priors import priors_for
+
+    def page(url, changed, unchanged, interval):
+        row = dict.fromkeys(STATS_COLUMNS, 0.0)
+        row.update(url=url, host=url.split("/")[2], chg_n_05=float(changed),
+                   chg_t_05=changed * interval, unch_n=float(unchanged),
+                   unch_t=unchanged * interval)
+        return row
+
+    rows = [page(f"https://a.example/news/s-{i}", 2 + i % 3, 8, 1.0) for i in range(6)]
+    rows += [page(f"https://{h}.example/feed", 9 + k, 1, 0.5) for k, h in enumerate("abcde")]
+    rows += [page(f"https://{h}.example/shop/i-{i}", 1, 12, 2.0) for h in "bcd" for i in range(3)]
+    rows += [page("https://a.example/about", 0, 2, 1.0),           # seen, never changed: pooled
+             page("https://a.example/", 3, 3, 1.0), page("https://b.example", 1, 0, 1.0),
+             page("https://b.example/?p=2", 2, 2, 1.0),            # front pages: one template
+             page("https://z.example/lone", 0, 0, 0.0),            # unseen, alone: no prior
+             page("https://y.example/once", 1, 0, 0.3),            # one observation: none
+             page("https://q.example/wiki/1", 1, 1, 1.0),          # template and host: none,
+             page("https://r.example/wiki/2", 2, 2, 1.0)]          # class */wiki: pooled
+    pdf = pd.DataFrame(rows)
+    cfg = make_config(str(tmp_path), f"estimation.prior_level={level}")
+    got = (update_state.with_group_priors(cfg, spark.createDataFrame(pdf))
+           .select("url", "prior_shape", "prior_rate").toPandas().set_index("url").loc[pdf["url"]])
+    shape, rate = priors_for(pdf, level, min_urls=cfg.estimation.prior_min_urls)
+    np.testing.assert_allclose(got["prior_shape"].to_numpy(float), shape, rtol=1e-9)
+    np.testing.assert_allclose(got["prior_rate"].to_numpy(float), rate, rtol=1e-9)
+    assert np.isnan(shape).any() and not np.isnan(shape).all()

@@ -37,36 +37,102 @@ from .estimators import estimate_rate
 from .estimators_solver import CensoredPosterior
 from .estimators_stats import (CHANGED_COUNT_COLUMNS, CHANGED_TSUM_COLUMNS, LM_CHANGES,
                                LM_EXPOSURE, STATS_COLUMNS, UNCHANGED_EXPOSURE, check_stats)
+from .hosts import url_host
 
 PRIOR_COLUMNS = ("prior_shape", "prior_rate", "prior_mean", "log_mean", "log_var_between",
                  "n_urls", "n_observed", "method", "converged", "iterations")
 
-_URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?([^/?#:]+)(?::\d+)?(/[^/?#]*)?"
-
-
+# The one URL pattern of the shrinkage groups, written so Python's re and Java's regex read it
+# alike (jobs.update_state builds its Spark expressions from these constants; a test checks
+# both engines agree): its only group is the first path segment with its leading slash
+# ("" or "/" when the URL has none). The host comes from the one host rule (jobs.core.hosts).
+URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?[^/?#:]+(?::[0-9]+)?(/[^/?#]*)?"
+# A first segment of just "/" is no segment: https://ex.com, https://ex.com/ and
+# https://ex.com/?q are the same front page (RFC 9110 4.2.3: an empty path is "/").
+EMPTY_SEGMENT = "/"
 # Digits (and the separator before them) in a path segment are ids, not part of the class.
 ID_PATTERN = r"[-_.]?[0-9]+"
 GROUP_LEVELS = ("host", "template", "class")
+# estimation.prior_level -> the groups tried for each URL, most specific first: a URL takes
+# the prior of the first group with an EM fit, else of the first with a pooled prior.
+PRIOR_CHAINS = {"host": ("host",), "template": ("template",), "class": ("class",),
+                "hierarchical": ("template", "class", "host")}
 
 
-def group_key_from_url(urls, level: str = "host") -> pd.Series:
+def group_key_from_url(urls, level: str = "host", hosts=None) -> pd.Series:
     """Shrinkage group of each URL: host, host + first path segment, or URL class.
 
     ``level="template"`` maps ``https://ex.com/news/2024/x`` to ``ex.com/news``;
     ``level="host"`` to ``ex.com``; ``level="class"`` to ``*/news``: the first path
     segment without ids, across hosts (every site's ``/feed`` is one class, every
-    front page is ``*``). Unparseable URLs map to ``""``.
+    front page is ``*``). ``https://ex.com``, ``https://ex.com/`` and ``https://ex.com/?q``
+    are all the front page (template ``ex.com``). URLs without a host map to ``""``.
+
+    Parameters
+    ----------
+    urls : array_like of str
+    level : {"host", "template", "class"}
+    hosts : array_like of str, optional
+        The URLs' normalised hosts when already known (the ``host`` column of state, as
+        update_state uses it); by default :func:`jobs.core.hosts.url_host` of each URL.
+
+    Returns
+    -------
+    pandas.Series
+        One group label (object dtype) per URL, on a fresh ``RangeIndex``.
     """
     if level not in GROUP_LEVELS:
         raise ValueError(f"level must be one of {GROUP_LEVELS}, got {level!r}")
-    parts = pd.Series(urls, dtype="string").str.extract(_URL_PATTERN)
-    host = parts[0].str.lower().fillna("")
+    urls = pd.Series(urls, dtype="string").reset_index(drop=True)
+    if hosts is None:
+        hosts = [url_host(u) for u in urls.astype(object).where(urls.notna(), None)]
+    host = pd.Series(hosts, dtype="string").reset_index(drop=True).fillna("")
+    if len(host) != len(urls):
+        raise ValueError("hosts must have one entry per URL")
     if level == "host":
         return host.astype(object)
-    first = parts[1].fillna("/").str.rstrip("/")
-    if level == "class":
-        return ("*" + first.str.replace(ID_PATTERN, "", regex=True)).where(host != "", "").astype(object)
-    return (host + first).where(host != "", "").astype(object)
+    segment = urls.str.extract(URL_PATTERN, expand=False).fillna("")
+    segment = segment.mask(segment == EMPTY_SEGMENT, "")
+    key = "*" + segment.str.replace(ID_PATTERN, "", regex=True) if level == "class" \
+        else host + segment
+    return key.where(host != "", "").astype(object)
+
+
+def choose_prior(shape, rate, em) -> tuple[np.ndarray, np.ndarray]:
+    """Each URL's prior among its groups' fits (``estimation.prior_level``, most specific first).
+
+    The rule of ``PRIOR_CHAINS``: the first group whose prior is an EM fit, else the first
+    group with any prior (a pooled one), else none (NaN: the default smoothing prior).
+    update_state calls it per batch of URLs (``mapInPandas``) on the fits joined by group;
+    jobs.studies.study_priors on the fits reindexed by group.
+
+    Parameters
+    ----------
+    shape, rate : array_like of float, shape (n_urls, n_levels)
+        The Gamma prior of each URL's group at each level (columns in chain order); NaN
+        where that group has no prior (``method == "none"``, or no fit at all).
+    em : array_like of bool, shape (n_urls, n_levels)
+        Whether that prior is an EM fit (``method == "em"``).
+
+    Returns
+    -------
+    shape, rate : numpy.ndarray of float, shape (n_urls,)
+        The chosen prior per URL, NaN where no level has one.
+    """
+    shape, rate = np.asarray(shape, dtype=float), np.asarray(rate, dtype=float)
+    em = np.asarray(em, dtype=bool)
+    if shape.ndim != 2 or rate.shape != shape.shape or em.shape != shape.shape:
+        raise ValueError("shape, rate and em must be (n_urls, n_levels) arrays of one shape")
+    n, levels = shape.shape
+    if levels == 0:
+        return np.full(n, np.nan), np.full(n, np.nan)
+    has = ~np.isnan(shape)
+    order = np.concatenate([em & has, has], axis=1)  # EM fits first, then any prior
+    found = order.any(axis=1)
+    pick = np.argmax(order, axis=1) % levels
+    rows = np.arange(n)
+    return (np.where(found, shape[rows, pick], np.nan),
+            np.where(found, rate[rows, pick], np.nan))
 
 
 def _grid_loglik(stats, grid):

@@ -24,11 +24,12 @@ import pandas as pd
 
 from jobs.core import state_update
 from jobs.core.allocation_reference import allocate
-from jobs.core.estimators_shrinkage import STATS_COLUMNS, fit_group_priors, group_key_from_url
+from jobs.core.estimators_shrinkage import (PRIOR_CHAINS, STATS_COLUMNS, choose_prior,
+                                         fit_group_priors, group_key_from_url)
 from jobs.core.freshness import freshness
 from jobs.paths import partition
 
-LEVELS = ("host", "template", "class", "hierarchical")
+LEVELS = tuple(PRIOR_CHAINS)  # every estimation.prior_level
 
 
 def load(workdir: str, seed: int, dt: str, policy: str = "optimal") -> pd.DataFrame:
@@ -42,22 +43,17 @@ def load(workdir: str, seed: int, dt: str, policy: str = "optimal") -> pd.DataFr
 
 
 def priors_for(state: pd.DataFrame, level: str, min_urls: int = 3):
-    """Per-row (shape, rate) as update_state.with_group_priors picks them."""
+    """Per-row (shape, rate) as update_state picks them: the same group keys and the same
+    choice (:func:`jobs.core.estimators_shrinkage.choose_prior`), fitted on every URL."""
     stats = state[list(STATS_COLUMNS)].astype(float)
-    chain = ("template", "class", "host") if level == "hierarchical" else (level,)
-    fits = []
-    for lvl in chain:
-        keys = group_key_from_url(state["url"], lvl).to_numpy(object)
-        fits.append(fit_group_priors(stats, keys, min_urls=min_urls).reindex(keys))
-    shape, rate = np.full(len(state), np.nan), np.full(len(state), np.nan)
-    for want_em in (True, False):  # first EM fit, else first pooled prior
-        for fit in fits:
-            usable = fit["prior_shape"].notna().to_numpy() & np.isnan(shape)
-            if want_em:
-                usable &= (fit["method"] == "em").to_numpy()
-            shape = np.where(usable, fit["prior_shape"].to_numpy(float), shape)
-            rate = np.where(usable, fit["prior_rate"].to_numpy(float), rate)
-    return shape, rate
+    shape, rate, em = [], [], []
+    for lvl in PRIOR_CHAINS[level]:
+        keys = group_key_from_url(state["url"], lvl, hosts=state["host"]).to_numpy(object)
+        fit = fit_group_priors(stats, keys, min_urls=min_urls).reindex(keys)
+        shape.append(fit["prior_shape"].to_numpy(float))
+        rate.append(fit["prior_rate"].to_numpy(float))
+        em.append((fit["method"] == "em").to_numpy(bool))
+    return choose_prior(np.column_stack(shape), np.column_stack(rate), np.column_stack(em))
 
 
 def expected_freshness(state: pd.DataFrame, lam_plan, budget: float) -> float:
