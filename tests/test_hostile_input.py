@@ -192,6 +192,26 @@ def test_frontier_rule_is_the_one_url_rule(spark, tmp_path):
                      IDN: "xn--bcher-kva.example", "https://B.example./y": "b.example"}
 
 
+def test_frontier_quarantines_empty_hosts_with_a_reason_and_counts_them(spark, tmp_path):
+    """The frontier applies the one URL rule (ingest.with_url_checks), empty host included:
+    each such row is quarantined as bad_url and counted, none is dropped silently or planned
+    under an empty host (the frontier's own copy of the rule once lacked the check)."""
+    root = str(tmp_path)
+    empty = ["https:///x", "https://?q=1", "https://#top", "https://:8080/x", "https://@/x",
+             "http://", "https://./x"]
+    urls = ["https://a.example/ok", *empty]
+    write_arrow(root, "frontier", {
+        "url": urls, "discovered_at": pa.array([ts(f"{D2}T05:00")] * len(urls)),
+        "importance": pa.array([1.0] * len(urls), pa.float64())}, dt=D2)
+    cfg = make_config(root)
+    clean, bad = ingest.read_frontier(spark, cfg, D2)
+    assert [(r.url, r.host) for r in clean.collect()] == [("https://a.example/ok", "a.example")]
+    assert ingest.write_quarantine(cfg, D2, "frontier", bad) == len(empty)
+    q = quarantine(root, D2, "frontier")
+    assert sorted(q.url) == sorted(empty) and set(q.reason) == {"bad_url"}
+    assert all(json.loads(r)["url"] in empty for r in q.row_json)
+
+
 def test_signals_hosts_are_normalised(spark, tmp_path):
     root = str(tmp_path)
     at = ts(f"{D2}T05:00")

@@ -61,6 +61,24 @@ URL_CASES = [  # (url, reason, host)
     ("https://user@h.example.com/", "url_userinfo", "h.example.com"),
     ("https://a@b@h.example.com/", "url_userinfo", "h.example.com"),
     ("https://user:pass@/x", "bad_url", None),
+    # Empty and broken hosts (the frontier once let these through: issue 11).
+    ("", "bad_url", None),
+    ("https://?q=1", "bad_url", None),
+    ("https://#top", "bad_url", None),
+    ("https://:8080/x", "bad_url", None),
+    ("https://@/x", "bad_url", None),
+    ("https://./x", "bad_url", None),
+    ("http://[::1/", "bad_url", None),
+    ("https://h.example:\u0661\u0662/", "bad_url", None),     # non-ASCII digits in the port
+    ("https://h.example:\uff18\uff10/", "bad_url", None),
+    ("https://h.example\u3002/x", "bad_url", None),            # ideographic full stop at the end
+    ("https://h.example\t/x", "bad_url", None),
+    ("https:// h.example/", "bad_url", None),
+    ("https:h.example/x", "bad_url", None),
+    ("javascript://h.example/", "bad_url", None),
+    ("https://h.example:/x", None, "h.example"),
+    ("https://h_1.example/x", None, "h_1.example"),
+    ("https://h.example/\u2028", None, "h.example"),
 ]
 
 
