@@ -5,9 +5,11 @@ docs/allocation.md): (1) per-host summaries (caps, lane counts, level bounds, fr
 importance histogram); (2) budget-aware policies only: every host's refresh demand curve
 on a shared grid, summed per bucket; the driver solves the lane budgets, the split and the
 global level from these small rows; (3) every host computes its final rates, due visits
-and capped candidates, written to ``_work/dt=D/candidates``. The budget cut is solved on
-the driver from a priority histogram of the candidates (not the page table) and applied by
-build_schedule.
+and capped candidates, written to ``_work/dt=D/candidates`` (visits only). The budget cut
+is solved on the driver from a priority histogram of the candidates (not the page table) and
+applied by build_schedule; it is committed in the partition's marker together with the run's
+figures (the hosts' due and carried visits and expected-freshness sums, summed), which the
+run record reports.
 
 Inputs beyond state: frontier/, host_policy/, and when present the hosts/dt=D table of the
 update side (cap_factor, trust_etag, trust_lm, audit_wanted), which must be committed.
@@ -129,6 +131,11 @@ def with_oracle(spark, path: str | None, pages):
             .withColumn("lambda_hat", F.coalesce("_lambda", "lambda_hat")).drop("_lambda"))
 
 
+# Host figures (jobs.core.host_plan.HOST_FIGURES) summed over the run's hosts.
+FIGURE_SUMS = ("due_count", "carried", "known_urls", "weight_sum", "weighted_freshness",
+               "w_fast", "wf_fast", "w_refresh", "wf_refresh", "signals", "discovery_deferred")
+
+
 def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = None) -> dict:
     """Allocate for ``run_date``; ``lambda_table``: the backtest oracle's true rates (see
     :func:`with_oracle`), never set by the DAG."""
@@ -142,17 +149,22 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
     def plan(pdf):
         return host_plan.plan_host(pdf, ctx)
 
-    candidates = pages.groupBy("host").applyInPandas(plan, host_plan.CANDIDATE_DDL)
+    # One pass plans every host: its candidate visits and one row of its figures (url null),
+    # kept (persisted) so they can be split without planning twice.
+    planned = pages.groupBy("host").applyInPandas(plan, host_plan.PLAN_DDL).persist()
+    figures_row = F.col("url").isNull()
     cand_path = work_path(cfg, run_date, "candidates")
-    # Files first, the cut solved from exactly those files, then both committed together.
-    files = partitions.append_files(candidates, cand_path)
+    # Files first, the cut solved from exactly those files, then both committed together,
+    # with the run's figures beside them (summed over hosts: a few numbers, not rows).
+    files = partitions.append_files(
+        planned.filter(~figures_row).select(*host_plan.CANDIDATE_COLUMNS), cand_path)
+    totals = (planned.filter(figures_row)
+              .agg(*[F.sum(c).alias(c) for c in FIGURE_SUMS]).first().asDict())
+    planned.unpersist()
     written = spark.read.parquet(*files)
     cut = budget_cut.solve(written, rate_info["lane_budgets"], budget_params(cfg).daily_fetches)
-    sums = ["due_count", "carried", "known_urls", "weight_sum", "weighted_freshness",
-            "w_fast", "wf_fast", "w_refresh", "wf_refresh", "signals", "discovery_deferred"]
-    totals = (written.filter(F.col("url").isNull())
-              .agg(*[F.sum(c).alias(c) for c in sums]).first().asDict())
-    partitions.commit_files(cand_path, "candidates", files, extra={"cut": cut})
+    partitions.commit_files(cand_path, "candidates", files,
+                            extra={"cut": cut, "figures": totals})
 
     def ratio(num, den):
         return float(totals[num] / totals[den]) if totals[den] else None

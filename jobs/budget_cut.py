@@ -45,10 +45,7 @@ def cut_lane(hist: dict, budget: int) -> dict:
 def solve(candidates, planned: dict, total: int) -> dict:
     """Per-lane budget, candidate count, threshold bin and boundary take, for the lane
     budgets ``planned`` by allocate within the day's ``total``."""
-    from pyspark.sql import functions as F
-
-    rows = (candidates.filter(F.col("url").isNotNull()).withColumn("bin", bin_column())
-            .groupBy("lane", "bin").count().collect())
+    rows = candidates.withColumn("bin", bin_column()).groupBy("lane", "bin").count().collect()
     hist: dict = {}
     for r in rows:
         hist.setdefault(r["lane"], {})[int(r["bin"])] = int(r["count"])
@@ -66,7 +63,7 @@ def apply(candidates, cut: dict):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    visits = candidates.filter(F.col("url").isNotNull()).withColumn("bin", bin_column())
+    visits = candidates.withColumn("bin", bin_column())
     keep_all = F.lit(False)
     boundary = F.lit(False)
     for lane, c in cut.items():

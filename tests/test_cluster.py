@@ -387,10 +387,10 @@ def _assert_same_rows(a: Path, b: Path, part: str) -> None:
     """A committed Spark-written partition: the same rows, whatever their order in the file.
 
     Row order inside a Spark output file follows the shuffle's arrival order, which differs
-    between local[2] and a cluster; state and hosts must still be equal to the bit. Per-host
-    summary sums in allocate's candidates (and the metrics' expected freshness made from them)
-    are added in arrival order too, so they may differ in the last bits (rtol 1e-12); every
-    schedule shard built from them is byte-identical.
+    between local[2] and a cluster; state and hosts must still be equal to the bit. The run's
+    figures committed beside allocate's candidates (sums over hosts, in the marker) and the
+    metrics' expected freshness made from them are added in arrival order too, so they may
+    differ in the last bits (rtol 1e-12); every schedule shard is byte-identical.
     """
     import pandas as pd
 
@@ -403,7 +403,9 @@ def _assert_same_rows(a: Path, b: Path, part: str) -> None:
             key, na_position="first", kind="stable").reset_index(drop=True)
 
     (rows_a, extra_a, df_a), (rows_b, extra_b, df_b) = frame(a), frame(b)
+    figures_a, figures_b = (e.pop("figures", None) if e else None for e in (extra_a, extra_b))
     assert rows_a == rows_b and extra_a == extra_b, part
+    assert figures_a == (pytest.approx(figures_b, rel=1e-12) if figures_b else figures_b), part
     exact = part.startswith(("state/", "hosts/"))
     pd.testing.assert_frame_equal(df_a, df_b, check_exact=exact, rtol=1e-12, obj=part)
 

@@ -10,7 +10,8 @@ import pyspark
 import pytest
 
 from jobs.core.times import epoch_seconds
-from jobs import allocate, build_schedule, shards, update_state, validate_logs
+from jobs import allocate, build_schedule, partitions, shards, update_state, validate_logs
+from jobs.core import host_plan
 from jobs.fleet.schedule import SHARD_INDEX_NAME, read_shard_index
 from tests import tiny_web
 from tests.conftest import make_config
@@ -90,6 +91,20 @@ def test_schedule_obeys_budget_delay_shards_and_headers(run_two_days):
     assert disc.url.tolist() == ["https://news.example/new1"]
 
 
+def test_candidates_hold_visits_only_and_the_run_figures_travel_in_the_marker(run_two_days):
+    part = os.path.join(run_two_days["root"], "_work", "dt=2026-11-02", "candidates")
+    cand = pd.read_parquet(part)
+    assert len(cand) and cand.url.notna().all()  # no summary rows among the visits
+    assert list(cand.columns) == host_plan.CANDIDATE_COLUMNS
+    extra = partitions.committed_extra(part, "candidates")
+    figures, rec = extra["figures"], run_two_days["allocate"]
+    assert set(extra) == {"cut", "figures"} and set(figures) == set(allocate.FIGURE_SUMS)
+    assert figures["due_count"] == rec["due_total"] >= len(cand)
+    assert figures["known_urls"] > 0 and figures["signals"] == rec["signals_pending"]
+    assert figures["weighted_freshness"] / figures["weight_sum"] == rec["expected_freshness"]
+    assert sum(c["candidates"] for c in extra["cut"].values()) == len(cand)
+
+
 def test_budget_cut_keeps_the_highest_priorities(spark, run_two_days):
     cfg = make_config(run_two_days["root"], "budget.daily_fetches=5", "budget.fast_share=0",
                       "budget.discovery_share=0", "budget.audit_share=0")
@@ -98,7 +113,7 @@ def test_budget_cut_keeps_the_highest_priorities(spark, run_two_days):
     assert built["planned_total"] == 5
     cand = pd.read_parquet(os.path.join(run_two_days["root"], "_work", "dt=2026-11-02",
                                         "candidates"))
-    cand = cand[cand.url.notna() & (cand.lane == "refresh")]
+    cand = cand[cand.lane == "refresh"]
     out_dir = os.path.join(run_two_days["root"], "schedules", "dt=2026-11-03")
     sched = pd.concat(pd.read_parquet(os.path.join(out_dir, i["file"]))
                       for i in read_shard_index(out_dir))

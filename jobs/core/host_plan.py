@@ -9,7 +9,10 @@ Input is every page of one host: known pages from state and frontier pages (lane
    histogram of its frontier importance (small rows for the driver);
 2. :func:`refresh_demand` -- the host's capped refresh demand on the shared level grid;
 3. :func:`plan_host` -- final rates for every lane, due visits, and the capped, ranked
-   candidates plus one summary row (``url`` null) the run reports in metrics.
+   candidates plus one row of the host's figures (``url`` null: due and carried visits,
+   expected-freshness sums). allocate splits the two at the source: candidates go to the
+   ``_work/dt=D/candidates`` table (:data:`CANDIDATE_DDL`), the figures are summed over
+   hosts and committed in that table's marker beside the files, never as rows in it.
 
 The host's cap is shared: fast, audit and discovery visits are reserved first
 (:func:`reservations`), refresh is optimised under what is left (Kolobov et al., SIGIR 2019).
@@ -30,14 +33,18 @@ from jobs.core import http_fields, lanes, plan
 from jobs.core.freshness import freshness
 from jobs.core.times import epoch_seconds as _epoch_s
 
-CANDIDATE_DDL = (
+CANDIDATE_DDL = (  # one row per candidate visit: the _work/dt=D/candidates table
     "host string, url string, lane string, due_s double, priority double, p_changed double, "
     "method string, if_none_match string, if_modified_since string, crawl_delay_s double, "
-    "rate double, audit_wanted boolean, signal boolean, due_count long, carried long, "
-    "known_urls long, weight_sum double, weighted_freshness double, w_fast double, "
-    "wf_fast double, w_refresh double, wf_refresh double, signals long, cap long, "
-    "discovery_deferred long")
+    "rate double, audit_wanted boolean, signal boolean")
 CANDIDATE_COLUMNS = [c.split()[0] for c in CANDIDATE_DDL.split(", ")]
+HOST_FIGURES_DDL = (  # the host's figures, in plan_host's one url-null row (summed per run)
+    "due_count long, carried long, known_urls long, weight_sum double, "
+    "weighted_freshness double, w_fast double, wf_fast double, w_refresh double, "
+    "wf_refresh double, signals long, cap long, discovery_deferred long")
+HOST_FIGURES = [c.split()[0] for c in HOST_FIGURES_DDL.split(", ")]
+PLAN_DDL = CANDIDATE_DDL + ", " + HOST_FIGURES_DDL  # plan_host's output (one Spark pass)
+PLAN_COLUMNS = CANDIDATE_COLUMNS + HOST_FIGURES
 SUMMARY_DDL = ("host string, cap long, n_fast long, n_refresh long, n_gone long, "
                "n_audit long, n_discovery long, lo double, hi double, bin long, bin_count long")
 
@@ -214,7 +221,8 @@ def lane_rates(work: pd.DataFrame, cap: int, ctx: PlanContext) -> tuple[np.ndarr
 
 
 def plan_host(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
-    """Pass 3: the host's capped candidate visits, best first, plus a summary row.
+    """Pass 3: the host's capped candidate visits, best first, plus its figures row (``url``
+    null, :data:`HOST_FIGURES`; the visits leave those columns null).
 
     Parameters
     ----------
@@ -298,4 +306,4 @@ def plan_host(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
             f"w{name}", f"wf{name}")
         summary[key_w], summary[key_wf] = float(w.sum()), float((w * fresh).sum())
     out = pd.concat([out, pd.DataFrame([summary])], ignore_index=True)
-    return out.reindex(columns=CANDIDATE_COLUMNS)
+    return out.reindex(columns=PLAN_COLUMNS)
