@@ -44,6 +44,7 @@ def test_audit_estimate_is_a_ratio_with_a_cluster_robust_interval():
     assert all_fresh["est"] == all_fresh["lo"] == all_fresh["hi"] == 1.0
 
 
+@pytest.mark.e2e
 def test_tiny_backtest_end_to_end(spark, tmp_path):
     from jobs.backtest.__main__ import main
 

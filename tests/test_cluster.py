@@ -1,4 +1,4 @@
-"""End-to-end tier (``pytest -k e2e``): the real DAG on a real Spark standalone cluster.
+"""End-to-end tier (``pytest -m e2e``): the real DAG on a real Spark standalone cluster.
 
 ``test_e2e_*`` start a master and two workers (``bash infra/cluster.sh start``: real JVMs on
 127.0.0.1 from the venv's pyspark), point the ``recrawl_spark`` connection at
@@ -367,6 +367,7 @@ def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
             "command": command, "cluster": cluster}
 
 
+@pytest.mark.e2e
 def test_e2e_cluster_run_equals_local_run_byte_for_byte(two_runs):
     local, clustered = (two_runs["published"][n] for n in ("local", "cluster"))
     days = {k.split("/")[2] for k in local}
@@ -410,6 +411,7 @@ def _assert_same_rows(a: Path, b: Path, part: str) -> None:
     pd.testing.assert_frame_equal(df_a, df_b, check_exact=exact, rtol=1e-12, obj=part)
 
 
+@pytest.mark.e2e
 def test_e2e_executors_import_the_jobs_only_from_the_artefact(two_runs, artefact):
     probe = two_runs["probe"]
     zip_name = Path(artefact["zip"]).name
@@ -428,6 +430,7 @@ def test_e2e_executors_import_the_jobs_only_from_the_artefact(two_runs, artefact
         assert ex["fresh_rc"] != 0 and "No module named 'jobs'" in ex["fresh_out"], ex
 
 
+@pytest.mark.e2e
 def test_e2e_cluster_defaults_win_over_the_embedded_ones(two_runs):
     conf = two_runs["probe"]["conf"]
     assert conf["spark.master"] == two_runs["cluster"]["master"]

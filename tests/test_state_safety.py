@@ -2,7 +2,7 @@
 
 The kill tests SIGKILL a real ``python -m jobs.update_state`` (its whole process group:
 the Python driver and its JVM) while Spark is writing state or hosts, then rerun and
-compare with an undisturbed run, row for row.
+compare with an undisturbed run, row for row; they are the end-to-end tier (``pytest -m e2e``).
 """
 from __future__ import annotations
 
@@ -46,14 +46,23 @@ def _committed(root, table, day):
 
 
 @pytest.fixture(scope="module")
-def undisturbed(spark, inputs, tmp_path_factory):
+def after_d0(spark, inputs, tmp_path_factory):
+    """The data root after the undisturbed run's first day (bootstrap); never written again.
+    The fast tier's tests need only this day, the kill tests (e2e) the two after it too."""
+    root = _copy_inputs(inputs, tmp_path_factory.mktemp("calm_d0") / f"after_{D0}")
+    update_state.run(make_config(root), D0, spark, bootstrap=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def undisturbed(spark, after_d0, tmp_path_factory):
     """An undisturbed run of three days, with a copy of the data root after each day."""
     work = tmp_path_factory.mktemp("calm")
-    root = _copy_inputs(inputs, work / "data")
+    root = _copy_inputs(after_d0, work / "data")
     cfg = make_config(root)
-    snapshots = {}
-    for day in (D0, D1, D2):
-        update_state.run(cfg, day, spark, bootstrap=(day == D0))
+    snapshots = {D0: after_d0}
+    for day in (D1, D2):
+        update_state.run(cfg, day, spark)
         snapshots[day] = shutil.copytree(root, work / f"after_{day}")
     tables = {(t, d): _committed(root, t, d) for t in ("state", "hosts") for d in (D1, D2)}
     return {"tables": tables, "after": snapshots}
@@ -95,6 +104,7 @@ def _assert_equal_to(undisturbed, root, days):
             pd.testing.assert_frame_equal(got, want[got.columns], check_exact=True)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("table", ["state", "hosts"])
 def test_killed_first_attempt_refuses_downstream_then_recovers(spark, undisturbed, tmp_path,
                                                                table):
@@ -112,6 +122,7 @@ def test_killed_first_attempt_refuses_downstream_then_recovers(spark, undisturbe
     _assert_equal_to(undisturbed, root, (D1, D2))
 
 
+@pytest.mark.e2e
 def test_killed_rerun_leaves_the_previous_commit_readable(spark, undisturbed, tmp_path):
     root = _root_after(undisturbed, D1, tmp_path)
     cfg = make_config(root)
@@ -131,15 +142,15 @@ def test_cli_refuses_a_missing_previous_day_with_a_named_error(inputs, tmp_path)
     assert not os.path.exists(os.path.join(root, "state", f"dt={D1}"))
 
 
-def test_bootstrap_refuses_to_discard_committed_history(spark, undisturbed, tmp_path):
-    cfg = make_config(_root_after(undisturbed, D0, tmp_path))
+def test_bootstrap_refuses_to_discard_committed_history(spark, after_d0, tmp_path):
+    cfg = make_config(_copy_inputs(after_d0, tmp_path / "data"))
     with pytest.raises(ValueError, match="rebuild_state"):
         update_state.run(cfg, D1, spark, bootstrap=True)
 
 
-def test_allocate_refuses_missing_hosts_instead_of_trusting_every_validator(spark, undisturbed,
+def test_allocate_refuses_missing_hosts_instead_of_trusting_every_validator(spark, after_d0,
                                                                             tmp_path):
-    root = _root_after(undisturbed, D0, tmp_path)
+    root = _copy_inputs(after_d0, tmp_path / "data")
     cfg = make_config(root)
     shutil.rmtree(os.path.join(root, "hosts", f"dt={D0}"))
     with pytest.raises(partitions.MissingPartitionError, match=r"\[hosts\]"):
