@@ -161,15 +161,19 @@ def test_publish_killed_half_way_leaves_a_readable_day_and_a_rerun_recovers(s3, 
     publish(str(tmp_path / "old"), target, DATE, EXTRA, endpoint_url=s3.endpoint_url)
     victim: list[subprocess.Popen] = []
     killed = threading.Event()
+    killed_at: list[float] = []
 
     def kill_on_arrival(method, path):
         wanted = "shard-" if kill_at == "shard" else "_manifest.json"
         if method == "PUT" and wanted in path and not killed.is_set():
             os.killpg(victim[0].pid, signal.SIGKILL)
             victim[0].wait()
+            killed_at.append(time.monotonic())
             killed.set()  # the request itself still lands: the process died after sending it
 
-    lease = "6"
+    # Long enough for the rerun below to start (imports under CI load take seconds) while
+    # the dead lease still holds; the wait for its expiry is counted from the kill.
+    lease = "20"
     with FlakyProxy(s3.endpoint_url, hook=kill_on_arrival) as proxy:
         victim.append(spawn(publish_cmd(tmp_path / "new", target, proxy.endpoint_url,
                                         "--lock-lease-s", lease, "--max-workers", "1")))
@@ -181,7 +185,9 @@ def test_publish_killed_half_way_leaves_a_readable_day_and_a_rerun_recovers(s3, 
     # The dead process's lease still holds: a rerun right away says so and changes nothing.
     blocked = run(publish_cmd(tmp_path / "new", target, s3.endpoint_url))
     assert blocked.returncode == EXIT_LOST and "holds" in blocked.stderr, blocked.stderr
-    time.sleep(float(lease) + 1)  # Last-Modified has 1 s resolution
+    # The lease runs from the victim's last renewal, before the kill; Last-Modified has 1 s
+    # resolution.
+    time.sleep(max(0.0, killed_at[0] + float(lease) + 1.5 - time.monotonic()))
     rerun = run(publish_cmd(tmp_path / "new", target, s3.endpoint_url))
     assert rerun.returncode == 0, rerun.stderr
     assert live_rows(target, s3.endpoint_url).equals(rows(new_df))
