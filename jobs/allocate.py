@@ -29,8 +29,8 @@ from jobs import budget_cut, ingest, partitions, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
-from jobs.paths import planning_window, work_path  # noqa: E402
 from jobs.params import budget_params  # noqa: E402
+from jobs.paths import planning_window, work_path  # noqa: E402
 from jobs.policy_rates import solve_levels  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402

@@ -34,8 +34,8 @@ from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import estimators_shrinkage, observations, state_update, trust  # noqa: E402
 from jobs.core.estimators_stats import STATS_COLUMNS  # noqa: E402
-from jobs.paths import previous_day  # noqa: E402
 from jobs.params import trust_params, update_params  # noqa: E402
+from jobs.paths import previous_day  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
