@@ -53,20 +53,27 @@ UNSET_AWS_ENV = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_
 
 
 @contextlib.contextmanager
-def dummy_aws_env() -> Iterator[None]:
-    """Set dummy credentials, disable EC2 metadata lookups; restore the environment after."""
-    saved = {key: os.environ.get(key) for key in (*DUMMY_AWS_ENV, *UNSET_AWS_ENV)}
-    os.environ.update(DUMMY_AWS_ENV)
-    for key in UNSET_AWS_ENV:
-        os.environ.pop(key, None)
+def patched_env(changes: dict) -> Iterator[None]:
+    """Set os.environ[key] = value for each change (None unsets it); restore all after."""
+    saved = {key: os.environ.get(key) for key in changes}
+    _apply(changes)
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _apply(saved)
+
+
+def _apply(changes: dict) -> None:
+    for key, value in changes.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def dummy_aws_env():
+    """Set dummy credentials, disable EC2 metadata lookups; restore the environment after."""
+    return patched_env({**DUMMY_AWS_ENV, **dict.fromkeys(UNSET_AWS_ENV)})
 
 
 def serialised_writes(app):

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.s3server import MotoS3Server, dummy_aws_env
+from tests.s3server import MotoS3Server, dummy_aws_env, patched_env
 
 D0, D1, D2 = "2026-11-18", "2026-11-19", "2026-11-20"
 URLS, HOSTS, BUDGET = 300, 8, 120
@@ -245,14 +245,8 @@ def _published(s3, bucket: str) -> dict:
 
 
 def _run_dates(config: Path, conn: dict, env: dict) -> float:
-    saved = {k: os.environ.get(k) for k in (*env, "RECRAWL_CONFIG", "AIRFLOW_CONN_RECRAWL_SPARK")}
-    os.environ.update({"RECRAWL_CONFIG": str(config), "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps(conn)})
-    for key, value in env.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    try:
+    with patched_env({"RECRAWL_CONFIG": str(config),
+                      "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps(conn), **env}):
         dag = _dagbag().dags["recrawl_daily"]
         t0 = time.monotonic()
         for day in (D1, D2):
@@ -260,12 +254,6 @@ def _run_dates(config: Path, conn: dict, env: dict) -> float:
             run = dag.test(logical_date=logical)
             assert str(run.state) in ("success", "DagRunState.SUCCESS"), (day, conn)
         return time.monotonic() - t0
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.fixture(scope="module")
@@ -341,25 +329,12 @@ def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
         # A probe submitted exactly like update_state (same operator, hook and command).
         probe = Path(artefact["zip"]).parent / "probe.py"
         probe.write_text(PROBE)
-        saved = {k: os.environ.get(k) for k in ("RECRAWL_CONFIG", "AIRFLOW_CONN_RECRAWL_SPARK",
-                                                "SPARK_CONF_DIR", "PYTHONPATH", "PYSPARK_PYTHON",
-                                                "PYSPARK_DRIVER_PYTHON")}
-        os.environ.update({"RECRAWL_CONFIG": str(cluster_cfg),
-                           "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps(conn),
-                           "SPARK_CONF_DIR": cluster["conf_dir"]})
-        for key in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
-            os.environ.pop(key, None)
-        try:
+        with patched_env({"RECRAWL_CONFIG": str(cluster_cfg),
+                          "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps(conn), **env}):
             task = _dagbag().dags["recrawl_daily"].get_task("update_state")
             hook = task._get_hook()
             command = hook._build_spark_submit_command(str(probe))
             hook.submit(str(probe))
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
         report = json.loads((probe.parent / "probe.json").read_text())
         published = {name: _published(s3[name], "sched") for name in roots}
     print(f"\ne2e timings: {json.dumps(timings)}\nstandalone command: {' '.join(command)}")

@@ -54,6 +54,17 @@ def allocation_bins(alloc: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _policy_panels(n: int):
+    """One panel per policy, side by side, sharing the y axis."""
+    return plt.subplots(1, n, figsize=(max(3.6 * n, 6.0), 3.8), sharey=True, squeeze=False)
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _fig_time(daily: pd.DataFrame, path: Path) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     panels = [("freshness_weighted", "freshness (importance-weighted)"),
@@ -71,9 +82,7 @@ def _fig_time(daily: pd.DataFrame, path: Path) -> None:
     axes[1, 1].set_xlabel("simulation day")
     axes[0, 0].legend(fontsize=8)
     fig.suptitle("Truth, day by day (band: min-max over seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fig_sweep(sweep: pd.DataFrame, path: Path) -> None:
@@ -89,15 +98,12 @@ def _fig_sweep(sweep: pd.DataFrame, path: Path) -> None:
     ax.set_title("What-if: freshness against budget")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fig_allocation(bins: pd.DataFrame, path: Path) -> None:
     pols = list(dict.fromkeys(bins["policy"]))
-    fig, axes = plt.subplots(1, len(pols), figsize=(max(3.6 * len(pols), 6.0), 3.8),
-                             sharey=True, squeeze=False)
+    fig, axes = _policy_panels(len(pols))
     for ax, pol in zip(axes[0], pols):
         g = bins[bins["policy"] == pol]
         for t, label in enumerate(("low", "mid", "high")):
@@ -112,9 +118,7 @@ def _fig_allocation(bins: pd.DataFrame, path: Path) -> None:
     axes[0, 0].set_ylabel("visits/day (mean in bin)")
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("Allocation against true change rate and importance")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fig_lanes_hosts(daily: pd.DataFrame, hosts: pd.DataFrame, path: Path) -> None:
@@ -137,15 +141,12 @@ def _fig_lanes_hosts(daily: pd.DataFrame, hosts: pd.DataFrame, path: Path) -> No
     ax2.set_title("Use of each host's capacity (crawl delay and cap)")
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fig_audit(audit: pd.DataFrame, path: Path) -> None:
     pols = list(dict.fromkeys(audit["policy"]))
-    fig, axes = plt.subplots(1, len(pols), figsize=(max(3.6 * len(pols), 6.0), 3.8),
-                             sharey=True, squeeze=False)
+    fig, axes = _policy_panels(len(pols))
     for ax, pol in zip(axes[0], pols):
         g = audit[(audit["policy"] == pol) & (audit["day"] >= 0)]
         x = g["day"] + 0.1 * g["seed"].rank(method="dense")
@@ -164,9 +165,7 @@ def _fig_audit(audit: pd.DataFrame, path: Path) -> None:
     axes[0, 0].set_ylabel("freshness (plain)")
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("Freshness audit: estimate and interval against truth")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _html_table(df: pd.DataFrame) -> str:
