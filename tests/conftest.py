@@ -1,4 +1,10 @@
-"""Shared fixtures: one real local Spark session for the whole run, sample data roots."""
+"""Shared fixtures: one real local Spark session for the whole run, sample data roots.
+
+Two tiers (pyproject.toml registers the marker; the default run deselects ``e2e``): a test
+that needs a real Spark session or the Airflow metadata database is end-to-end by that fact
+(:data:`E2E_FIXTURES`), and so is each test marked ``e2e`` by hand (subprocess fault
+injection, the backtest, the cluster). Everything else is the fast tier.
+"""
 from __future__ import annotations
 
 import logging
@@ -26,6 +32,16 @@ os.environ.update({
 # Executors must import the project too.
 os.environ["PYTHONPATH"] = REPO + (os.pathsep + os.environ["PYTHONPATH"]
                                    if os.environ.get("PYTHONPATH") else "")
+
+
+E2E_FIXTURES = frozenset({"spark", "airflow_db"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if E2E_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")

@@ -145,14 +145,23 @@ ALERT = {"kind": "dag_failed", "dag_id": "recrawl_daily", "run_date": "2026-11-2
          "schedule_date": "2026-11-21", "message": "test"}
 
 
-def test_log_notifier_is_the_default(monkeypatch, caplog):
+def test_log_notifier_is_the_default(monkeypatch):
     from jobs import notify
 
     monkeypatch.delenv("AIRFLOW_CONN_RECRAWL_ALERTS", raising=False)
-    with caplog.at_level(logging.ERROR, logger="recrawl.alerts"):
+    # A handler on the logger itself: once Airflow has configured logging, records may not
+    # propagate to the root logger where caplog listens.
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(level=logging.ERROR)
+    handler.emit = records.append
+    logger = logging.getLogger("recrawl.alerts")
+    logger.addHandler(handler)
+    try:
         notify.send_alert(ALERT)
+    finally:
+        logger.removeHandler(handler)
     assert any("dag_failed" in r.getMessage() and "2026-11-21" in r.getMessage()
-               for r in caplog.records)
+               for r in records)
 
 
 @pytest.mark.parametrize("form", ["url_in_host", "fields"])
