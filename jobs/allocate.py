@@ -131,9 +131,8 @@ def with_oracle(spark, path: str | None, pages):
             .withColumn("lambda_hat", F.coalesce("_lambda", "lambda_hat")).drop("_lambda"))
 
 
-# Host figures (jobs.core.host_plan.HOST_FIGURES) summed over the run's hosts.
-FIGURE_SUMS = ("due_count", "carried", "known_urls", "weight_sum", "weighted_freshness",
-               "w_fast", "wf_fast", "w_refresh", "wf_refresh", "signals", "discovery_deferred")
+# Host figures summed over the run's hosts (all but the host's own cap).
+FIGURE_SUMS = tuple(c for c in host_plan.HOST_FIGURES if c != "cap")
 
 
 def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = None) -> dict:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from jobs.config import Config
 from jobs.core import host_health, host_plan, lanes, state_update, trust
 from jobs.core.policies import get_policy
-
-DAY_S = 86400.0
+from jobs.paths import DAY_S
 
 
 def budget_params(cfg: Config) -> lanes.BudgetParams:

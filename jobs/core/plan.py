@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from jobs.core.freshness import p_changed
+from jobs.core.times import DAY_S
 
-DAY_S = 86400.0
 LANE_ORDER = {"fast": 0, "audit": 0, "refresh": 1, "discovery": 1}
 
 

@@ -35,9 +35,9 @@ import pandas as pd
 from jobs.core import adaptive, estimators_stats as es, observations as ob
 from jobs.core.estimators import estimate_rate
 from jobs.core.times import epoch_seconds as _to_seconds
+from jobs.core.times import DAY_S
 from jobs.core.times import from_epoch_seconds as _from_seconds
 
-DAY_S = 86400.0
 BASE_COLUMNS = [
     "url", "host", "first_seen", "last_fetch_at", "last_status", "last_success_at",
     "last_change_at", "last_known_at", "etag", "last_modified", "content_hash", "interval_s",

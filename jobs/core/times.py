@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 _EPOCH = pd.Timestamp(0, tz="UTC")
+DAY_S = 86400.0
 
 
 def epoch_seconds(col) -> np.ndarray:
