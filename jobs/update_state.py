@@ -44,21 +44,30 @@ _FOLD_DDL = schemas.STATE.spark_ddl() + "".join(f", {c} bigint" for c in _EV)
 _PRIOR_DDL = "_group string, prior_shape double, prior_rate double, prior_em boolean"
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
              "content_hash", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
-             "is_signal", "lane"]
+             "is_signal", "lane", "importance", "is_importance"]
 
 
 def _fold_fn(cfg: Config, run_date: str):
     params = update_params(cfg)
+    default_importance = float(cfg.policy.default_importance)
 
     def fold(state_pdf, rows_pdf):
         if len(state_pdf) == 0:
             state_pdf = state_update.empty_state()
         is_sig = rows_pdf["is_signal"].fillna(False).to_numpy(bool)
-        logs, sig = rows_pdf[~is_sig], rows_pdf[is_sig]
+        is_imp = rows_pdf["is_importance"].fillna(False).to_numpy(bool)
+        logs, sig = rows_pdf[~is_sig & ~is_imp], rows_pdf[is_sig]
         if len(logs) == 0 and len(state_pdf) == 0:
             return pd.DataFrame(columns=state_update.STATE_COLUMNS + _EV)
-        return state_update.fold_day(state_pdf[state_update.STATE_COLUMNS], logs, run_date,
-                                     params, signals=sig)
+        # λ is estimated once, after the group priors are joined (with_group_priors).
+        out = state_update.fold_day(state_pdf[state_update.STATE_COLUMNS], logs, run_date,
+                                    params, signals=sig, estimate=False)
+        # Importance comes with the bucket's rows (no join of wide state rows by URL): the
+        # table's weight, or the default for URLs it does not list.
+        weights = rows_pdf.loc[is_imp, ["url", "importance"]].set_index("url")["importance"]
+        out["importance"] = (out["url"].map(weights).astype(float)
+                             .fillna(default_importance).to_numpy())
+        return out
 
     return fold
 
@@ -126,29 +135,44 @@ def _fit_priors(cfg: Config, folded, key):
     rows = folded.select(key.alias("_group"), "url", *STATS_COLUMNS)
     sizes = rows.groupBy("_group").agg(F.count("*").alias("_n"))
     unit = F.abs(F.xxhash64("url", F.lit("prior-sample"))) % 1_000_000 / 1_000_000.0
-    sample = (rows.join(sizes, "_group")
+    sample = (rows.join(F.broadcast(sizes), "_group")
               .filter(unit < F.lit(float(cfg.estimation.prior_fit_max_urls)) / F.col("_n"))
               .drop("_n"))
     return sample.groupBy("_group").applyInPandas(_fit_priors_fn(cfg), _PRIOR_DDL)
 
 
-def with_group_priors(cfg: Config, folded):
+# A level's prior table (one row per group with a usable prior) is broadcast to the
+# rows when it has at most this many groups; a larger one (URLs whose first path segment
+# is an ID make one group per URL) is joined by a shuffle instead.
+BROADCAST_MAX_GROUPS = 1_000_000
+
+
+def with_group_priors(cfg: Config, folded, cached: list | None = None):
     """Each row's λ̂, λ_lo, λ_hi and λ_prior under its group prior, plus the chosen
     ``prior_shape`` and ``prior_rate``.
 
     Every level's fitted priors (small tables, one row per group) are joined to the rows by
     group; one ``mapInPandas`` pass then picks each row's prior with
-    :func:`jobs.core.estimators_shrinkage.choose_prior` and estimates with it.
+    :func:`jobs.core.estimators_shrinkage.choose_prior` and estimates with it. The prior
+    tables are persisted (counted to choose the join); they are appended to ``cached`` for
+    the caller to unpersist once the result is written.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StructField, StructType
 
     out, keys = folded, _group_keys(cfg)
     for level, key in enumerate(keys):
-        pri = _fit_priors(cfg, folded, key).select(
-            F.col("_group").alias(f"_g{level}"),
-            *[F.col(c).alias(f"{c}_{level}") for c in _PRIOR_CANDIDATES])
-        out = out.withColumn(f"_g{level}", key).join(pri, f"_g{level}", "left")
+        # Groups without a usable prior (NaN) join like no group: left out of the table.
+        pri = (_fit_priors(cfg, folded, key).filter(~F.isnan(F.coalesce("prior_shape", F.lit(float("nan")))))
+               .select(F.col("_group").alias(f"_g{level}"),
+                       *[F.col(c).alias(f"{c}_{level}") for c in _PRIOR_CANDIDATES])
+               .persist())
+        if cached is not None:
+            cached.append(pri)
+        # Broadcast: the wide rows are not shuffled once per level.
+        small = pri.count() <= BROADCAST_MAX_GROUPS
+        out = out.withColumn(f"_g{level}", key).join(F.broadcast(pri) if small else pri,
+                                                     f"_g{level}", "left")
     added = [c for c in _ESTIMATES if c not in folded.columns] + ["prior_shape", "prior_rate"]
     schema = StructType([f for f in folded.schema.fields if f.name not in added]
                         + [StructField(c, DoubleType()) for c in added])
@@ -186,22 +210,35 @@ def check_bootstrap(cfg: Config, run_date: str) -> None:
                          f"would discard it (use jobs.rebuild_state to recompute history)")
 
 
-def _rows(logs, signals, hosts_prev):
-    """Fetch rows and signal rows in one frame, each with its host's trust flags."""
+def _rows(logs, signals, hosts_prev, importance=None):
+    """Fetch rows, signal rows and importance rows in one frame; fetch and signal rows
+    carry their host's trust flags (a small table: broadcast, the rows stay put)."""
     from pyspark.sql import functions as F
 
-    trust_cols = hosts_prev.select("host", "trust_etag", "trust_lm", "signal_trusted")
+    trust_cols = F.broadcast(hosts_prev.select("host", "trust_etag", "trust_lm",
+                                               "signal_trusted"))
     logs = (logs.join(trust_cols, "host", "left")
             .withColumn("signaled_at", F.lit(None).cast("timestamp"))
-            .withColumn("is_signal", F.lit(False)).select(*_ROW_COLS))
-    if signals is None:
-        return logs
-    sig = (signals.join(trust_cols, "host", "left")
-           .withColumn("is_signal", F.lit(True)).withColumn("status", F.lit(None).cast("int")))
-    for c in _ROW_COLS:
-        if c not in sig.columns:
-            sig = sig.withColumn(c, F.lit(None).cast(dict(logs.dtypes)[c]))
-    return logs.unionByName(sig.select(*_ROW_COLS))
+            .withColumn("is_signal", F.lit(False)).withColumn("is_importance", F.lit(False))
+            .withColumn("importance", F.lit(None).cast("double")).select(*_ROW_COLS))
+    types = dict(logs.dtypes)
+
+    def padded(frame):
+        for c in _ROW_COLS:
+            if c not in frame.columns:
+                frame = frame.withColumn(c, F.lit(None).cast(types[c]))
+        return frame.select(*_ROW_COLS)
+
+    rows = logs
+    if signals is not None:
+        rows = rows.unionByName(padded(
+            signals.join(trust_cols, "host", "left").withColumn("is_signal", F.lit(True))
+            .withColumn("status", F.lit(None).cast("int"))))
+    if importance is not None:
+        rows = rows.unionByName(padded(
+            importance.select("url", F.col("importance").cast("double"))
+            .withColumn("is_importance", F.lit(True))))
+    return rows
 
 
 def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
@@ -230,19 +267,14 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     hosts_prev = _read_prev(spark, cfg, "hosts", schemas.HOSTS, run_date, start_empty)
 
     buckets = cfg.spark.state_buckets
-    rows = _rows(logs, signals, hosts_prev).withColumn("_b", F.pmod(F.xxhash64("url"),
+    rows = _rows(logs, signals, hosts_prev, importance).withColumn("_b", F.pmod(F.xxhash64("url"),
                                                                     F.lit(buckets)))
     prev = prev.withColumn("_b", F.pmod(F.xxhash64("url"), F.lit(buckets)))
     folded = (prev.groupBy("_b").cogroup(rows.groupBy("_b"))
               .applyInPandas(_fold_fn(cfg, run_date), _FOLD_DDL))
     folded = folded.persist()
-    result = with_group_priors(cfg, folded)
-    default_imp = F.lit(float(cfg.policy.default_importance))
-    if importance is not None:
-        result = (result.drop("importance").join(importance, "url", "left")
-                  .withColumn("importance", F.coalesce("importance", default_imp)))
-    else:
-        result = result.withColumn("importance", default_imp)
+    cached = [folded]
+    result = with_group_priors(cfg, folded, cached)
     partitions.write_committed(result.select(*state_update.STATE_COLUMNS),
                                cfg.paths.table("state", run_date), "state")
 
@@ -253,7 +285,8 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
                          .alias("urls_pending_signal"),
                          F.sum("ev_audit_n").alias("audit_n"),
                          F.sum("ev_audit_fresh").alias("audit_fresh")).first().asDict()
-    folded.unpersist()
+    for frame in cached:
+        frame.unpersist()
     audit = _audit_figures(cfg, int(figures["audit_n"] or 0), int(figures["audit_fresh"] or 0))
     record = {
         # From the footers: no second pass over the day's logs.

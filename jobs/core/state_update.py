@@ -93,8 +93,8 @@ def _stats(state: pd.DataFrame, run_date: str, half_life_days: float) -> pd.Data
 
 
 def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
-             params: UpdateParams, signals: pd.DataFrame | None = None
-             ) -> pd.DataFrame:
+             params: UpdateParams, signals: pd.DataFrame | None = None,
+             estimate: bool = True) -> pd.DataFrame:
     """Return the new state (plus ``EVIDENCE_COLUMNS``) for every URL in ``state`` or ``logs``.
 
     Parameters
@@ -111,6 +111,10 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         Today's clean push signals: url, signaled_at, ``signal_trusted`` (the host's).
         Signals of URLs absent from state and logs are ignored (discovery is the
         frontier's job).
+    estimate : bool
+        Estimate λ with the default prior (the rows' ``lambda_*`` columns). Callers that
+        re-estimate with group priors afterwards (update_state, rebuild) pass False and
+        get NaN there: the estimate is the fold's most expensive step.
     """
     audit_row = (logs["lane"].to_numpy(dtype=object) == "audit") if "lane" in logs \
         else np.zeros(len(logs), bool)
@@ -153,9 +157,11 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     status = logs["status"].to_numpy(dtype=np.int64)
     l_etag = logs["etag"].to_numpy(dtype=object)
     l_lm = logs["last_modified"].to_numpy(dtype=object)
-    l_lm_s = ob.parse_http_date_s(l_lm)
     l_hash = logs["content_hash"].to_numpy(dtype=object)
     l_trust_etag, l_trust_lm = _col(logs, "trust_etag", False), _col(logs, "trust_lm", False)
+    # Only a trusted Last-Modified is ever read as a change time: parse just those.
+    l_lm_s = np.full(len(logs), np.nan)
+    l_lm_s[l_trust_lm] = ob.parse_http_date_s(l_lm[l_trust_lm])
     is_audit = (logs["lane"].to_numpy(dtype=object) == "audit") if "lane" in logs \
         else np.zeros(len(logs), bool)  # (recomputed after the sort)
     obs_rows, obs_t, obs_chg, obs_lm = [], [], [], []
@@ -255,9 +261,13 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     })
     for name in es.STATS_COLUMNS:
         out[name] = stats[name].to_numpy(dtype=float)
-    rates = estimate_with_priors(out, level=params.level)
-    for name in ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior"):
-        out[name] = rates[name]
+    if estimate:
+        rates = estimate_with_priors(out, level=params.level)
+        for name in ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior"):
+            out[name] = rates[name]
+    else:
+        for name in ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior"):
+            out[name] = np.nan
     for name in ob.EVIDENCE_COLUMNS:
         out[name] = ev[name]
     return out[STATE_COLUMNS + list(ob.EVIDENCE_COLUMNS)]
