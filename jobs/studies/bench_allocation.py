@@ -12,7 +12,8 @@ validate_logs + update_state for both days (timed separately, not part of the fi
 Then ``allocate`` (3 passes over the page table) and, unless ``--allocate-only``,
 ``build_schedule`` are timed. Peak memory is the largest sum of RSS over this process
 and all its children (the JVM driver/executor and the Python workers), sampled every
-0.2 s with psutil. Prints one JSON line per stage with seconds, state rows/s and peak RSS.
+0.2 s with psutil (:mod:`jobs.studies.bench_common`). Prints one JSON line per stage with
+seconds, state rows/s and peak RSS.
 """
 from __future__ import annotations
 
@@ -21,54 +22,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-
-import psutil
 
 from jobs import allocate, build_schedule, update_state, validate_logs
 from jobs.config import config_from_args, add_config_args
 from jobs.paths import previous_day
-
-
-class PeakRSS:
-    """Peak of the summed RSS of this process tree, sampled in a thread."""
-
-    def __init__(self, interval=0.2):
-        self.interval, self.peak, self._stop = interval, 0, threading.Event()
-
-    def _sample(self):
-        me = psutil.Process()
-        while not self._stop.is_set():
-            total = 0
-            for p in [me] + me.children(recursive=True):
-                try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    pass
-            self.peak = max(self.peak, total)
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
-def timed(name, fn, rows):
-    with PeakRSS() as mem:
-        t0 = time.perf_counter()
-        out = fn()
-        secs = time.perf_counter() - t0
-    line = {"stage": name, "seconds": round(secs, 1), "state_rows": rows,
-            "rows_per_s": round(rows / secs) if rows else None,
-            "peak_rss_gb": round(mem.peak / 2**30, 2)}
-    print(json.dumps(line), flush=True)
-    return out, line
+from jobs.studies.bench_common import timed
 
 
 def main(argv=None) -> int:

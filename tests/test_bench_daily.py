@@ -1,0 +1,97 @@
+"""bench_daily's pure parts: the pyarrow I/O limit, the summary arithmetic, the --keep rules."""
+import json
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs import partitions
+from jobs.config import load_config
+from jobs.studies.bench_common import stage_line
+from jobs.studies.bench_daily import copy_files, io_limit, prepare_data, setup_todo, summary
+
+
+def _write(path, n, start=0, row_group_size=None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"url": [f"https://h/{i}" for i in range(start, start + n)],
+                      "x": [float(i) for i in range(start, start + n)]})
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return str(path)
+
+
+def test_io_limit_reads_and_writes_every_row_of_every_part(tmp_path):
+    prev = [_write(tmp_path / "in" / "s0.parquet", 300, row_group_size=100),
+            _write(tmp_path / "in" / "s1.parquet", 50, start=300)]
+    logs = [_write(tmp_path / "in" / "l0.parquet", 120)]
+    state = [_write(tmp_path / "in" / "t0.parquet", 400, row_group_size=64)]
+    scratch = tmp_path / "scratch"
+    io = io_limit({"state_prev": prev, "fetch_logs": logs, "state": state}, scratch)
+    assert {k: (p["files"], p["rows"]) for k, p in io["parts"].items()} == {
+        "state_prev": (2, 350), "fetch_logs": (1, 120), "state": (1, 400)}
+    for p in io["parts"].values():
+        assert p["read_s"] > 0 and p["write_s"] > 0
+    assert io["seconds"] == pytest.approx(sum(p["read_s"] + p["write_s"]
+                                              for p in io["parts"].values()))
+    assert not scratch.exists()  # the scratch copies are not left behind
+
+
+def test_copy_files_writes_the_same_rows(tmp_path):
+    src = [_write(tmp_path / "a.parquet", 250, row_group_size=100),
+           _write(tmp_path / "b.parquet", 10, start=250)]
+    got = copy_files(src, tmp_path / "out")
+    assert got["rows"] == 260 and got["files"] == 2
+    copied = pq.read_table(tmp_path / "out").sort_by("x")
+    assert copied.equals(pa.concat_tables([pq.read_table(f) for f in src]).sort_by("x"))
+
+
+def test_summary_sums_the_chain_and_divides_by_the_io_time():
+    stages = {"validate_logs": 0.5, "update_state": 20.0, "allocate": 30.0,
+              "build_schedule": 8.0, "publish": 1.5}
+    s = summary(stages, 4.0, [1.2, 2.5, 2.0], nproc=2)
+    assert s["chain_s"] == 60.0 and s["ratio"] == 15.0 and s["io_s"] == 4.0
+    assert s["peak_rss_gb"] == 2.5 and s["nproc"] == 2
+    assert s["stage_seconds"]["allocate"] == 30.0
+    assert summary(stages, 0.0, [])["ratio"] is None  # no division by a zero I/O time
+
+
+def test_stage_line_rows_per_second():
+    line = stage_line("allocate", 2.0, 1000, 3 * 2**30)
+    assert line == {"stage": "allocate", "seconds": 2.0, "state_rows": 1000,
+                    "rows_per_s": 500, "peak_rss_gb": 3.0}
+    assert stage_line("x", 1.0, None, 0)["rows_per_s"] is None
+
+
+def test_setup_todo_restarts_at_the_first_uncommitted_day(tmp_path):
+    cfg = load_config(None, [f"paths.root={tmp_path}"])
+    days = ["2024-01-01", "2024-01-02", "2024-01-03"]
+    assert setup_todo(cfg, days) == days
+    for d in days[:2]:
+        for table in ("state", "hosts"):
+            path = cfg.paths.table(table, d)
+            partitions.commit_files(path, table, [_write(tmp_path / table / f"dt={d}" /
+                                                         "part-0.parquet", 3)])
+    assert setup_todo(cfg, days) == days[2:]
+    partitions.commit_files(cfg.paths.table("state", days[2]), "state", [])
+    assert setup_todo(cfg, days) == days[2:]  # hosts of that day still missing
+    partitions.commit_files(cfg.paths.table("hosts", days[2]), "hosts", [])
+    assert setup_todo(cfg, days) == []
+
+
+def test_keep_refuses_a_root_generated_with_other_arguments(tmp_path):
+    args = SimpleNamespace(root=str(tmp_path), urls=100, hosts=2, days=2,
+                           end_date="2024-01-02", seed=0, keep=True)
+    (tmp_path / "_bench").mkdir()
+    (tmp_path / "_bench" / "generated.json").write_text(json.dumps(
+        {"urls": 200, "hosts": 2, "days": 2, "end_date": "2024-01-02", "seed": 0}))
+    with pytest.raises(SystemExit, match="generated with"):
+        prepare_data(args)
+    args.urls = 200
+    prepare_data(args)  # the same arguments: reused as it is, nothing generated or deleted
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_bench"]
+    args.keep = False
+    (tmp_path / "_bench" / "generated.json").unlink()
+    (tmp_path / "precious.txt").write_text("not ours")
+    with pytest.raises(SystemExit, match="refusing to delete"):
+        prepare_data(args)
+    assert (tmp_path / "precious.txt").exists()
