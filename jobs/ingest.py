@@ -172,17 +172,23 @@ def read_fetch_logs(spark, cfg: Config, run_date: str):
     return _clean_host(clean), bad
 
 
-def split_stale_rows(logs, prev_state, quarantined=None):
+def split_stale_rows(logs, prev_state, quarantined=None, cached: list | None = None):
     """(clean, bad): log rows older than their URL's last fetch in ``prev_state`` are
     quarantined (``stale_fetched_at``): folding them would rewind last_fetch_at and
     last_known_at, and every later interval would be measured from the old time.
 
     ``quarantined`` (the day's other fetch_logs quarantine rows) is unioned into ``bad``.
+    With ``cached`` (a list), the checked and joined rows are persisted and appended to it
+    for the caller to unpersist: the clean rows feed the fold and the host health, the bad
+    ones the quarantine, and each would otherwise re-read and re-join the logs.
     """
     from pyspark.sql import functions as F
 
     last = prev_state.select("url", F.col("last_fetch_at").alias("_prev_fetch_at"))
     joined = logs.join(last, "url", "left")
+    if cached is not None:
+        joined = joined.persist()
+        cached.append(joined)
     reason = F.when(F.col("fetched_at") < F.col("_prev_fetch_at"), "stale_fetched_at")
     clean, bad = _split(joined, reason, "fetch_logs", logs.columns)
     clean = clean.select(*logs.columns)

@@ -54,8 +54,8 @@ def _fold_fn(cfg: Config, run_date: str):
     def fold(state_pdf, rows_pdf):
         if len(state_pdf) == 0:
             state_pdf = state_update.empty_state()
-        is_sig = rows_pdf["is_signal"].fillna(False).to_numpy(bool)
-        is_imp = rows_pdf["is_importance"].fillna(False).to_numpy(bool)
+        is_sig = rows_pdf["is_signal"].eq(True).to_numpy()  # null (a log row): False
+        is_imp = rows_pdf["is_importance"].eq(True).to_numpy()
         logs, sig = rows_pdf[~is_sig & ~is_imp], rows_pdf[is_sig]
         if len(logs) == 0 and len(state_pdf) == 0:
             return pd.DataFrame(columns=state_update.STATE_COLUMNS + _EV)
@@ -73,10 +73,18 @@ def _fold_fn(cfg: Config, run_date: str):
 
 
 def _fit_priors_fn(cfg: Config):
+    max_urls = float(cfg.estimation.prior_fit_max_urls)
+
     def fit(pdf):
+        # Every group of a hash bucket in one call (the EM is vectorised over groups and
+        # freezes each group once it converges, so a group's fit does not depend on its
+        # bucket mates). Each group is fitted on a deterministic hash sample of at most
+        # prior_fit_max_urls URLs (the whole group when smaller).
+        size = pdf.groupby("_group")["url"].transform("size").to_numpy(float)
+        pdf = pdf[pdf["_unit"].to_numpy(float) < max_urls / size]
         # Shuffles deliver rows in any order; a fixed order makes the EM's sums, and so a
         # rerun's state, identical to the bit.
-        pdf = pdf.sort_values("url", kind="stable")
+        pdf = pdf.sort_values(["_group", "url"], kind="stable")
         priors = estimators_shrinkage.fit_group_priors(
             pdf[list(STATS_COLUMNS)].astype(float), pdf["_group"].to_numpy(object),
             min_urls=cfg.estimation.prior_min_urls)
@@ -128,17 +136,15 @@ def _group_keys(cfg: Config):
 
 
 def _fit_priors(cfg: Config, folded, key):
-    """One prior per group, fitted on a hash sample of at most prior_fit_max_urls URLs each
-    (deterministic, so reruns agree; whole groups when smaller)."""
+    """One prior per group, fitted per hash bucket of groups (one pandas call per bucket,
+    not per group: a call per group cost ~0.1 s each, thousands of templates a day)."""
     from pyspark.sql import functions as F
 
-    rows = folded.select(key.alias("_group"), "url", *STATS_COLUMNS)
-    sizes = rows.groupBy("_group").agg(F.count("*").alias("_n"))
     unit = F.abs(F.xxhash64("url", F.lit("prior-sample"))) % 1_000_000 / 1_000_000.0
-    sample = (rows.join(F.broadcast(sizes), "_group")
-              .filter(unit < F.lit(float(cfg.estimation.prior_fit_max_urls)) / F.col("_n"))
-              .drop("_n"))
-    return sample.groupBy("_group").applyInPandas(_fit_priors_fn(cfg), _PRIOR_DDL)
+    rows = folded.select(key.alias("_group"), "url", unit.alias("_unit"), *STATS_COLUMNS)
+    buckets = cfg.spark.state_buckets
+    return (rows.withColumn("_pb", F.pmod(F.xxhash64("_group"), F.lit(buckets)))
+            .groupBy("_pb").applyInPandas(_fit_priors_fn(cfg), _PRIOR_DDL))
 
 
 # A level's prior table (one row per group with a usable prior) is broadcast to the
@@ -263,7 +269,9 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     signals, bad_sig = ingest.read_signals(spark, cfg, run_date)
     start_empty = bootstrap or from_empty
     prev = _read_prev(spark, cfg, "state", schemas.STATE, run_date, start_empty)
-    logs, bad_logs = ingest.split_stale_rows(logs, prev, bad_logs)  # older than last fetch
+    cached = []  # persisted frames, unpersisted once the run record's figures are read
+    # Rows older than their URL's last fetch are quarantined.
+    logs, bad_logs = ingest.split_stale_rows(logs, prev, bad_logs, cached)
     hosts_prev = _read_prev(spark, cfg, "hosts", schemas.HOSTS, run_date, start_empty)
 
     buckets = cfg.spark.state_buckets
@@ -273,7 +281,7 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     folded = (prev.groupBy("_b").cogroup(rows.groupBy("_b"))
               .applyInPandas(_fold_fn(cfg, run_date), _FOLD_DDL))
     folded = folded.persist()
-    cached = [folded]
+    cached.append(folded)
     result = with_group_priors(cfg, folded, cached)
     partitions.write_committed(result.select(*state_update.STATE_COLUMNS),
                                cfg.paths.table("state", run_date), "state")
@@ -285,8 +293,6 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
                          .alias("urls_pending_signal"),
                          F.sum("ev_audit_n").alias("audit_n"),
                          F.sum("ev_audit_fresh").alias("audit_fresh")).first().asDict()
-    for frame in cached:
-        frame.unpersist()
     audit = _audit_figures(cfg, int(figures["audit_n"] or 0), int(figures["audit_fresh"] or 0))
     record = {
         # From the footers: no second pass over the day's logs.
@@ -300,6 +306,8 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
         "urls_pending_signal": int(figures["urls_pending_signal"] or 0),
         **hosts, **audit,
     }
+    for frame in cached:
+        frame.unpersist()
     write_stage_record(cfg, run_date, "update_state", record)
     return record
 
