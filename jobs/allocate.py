@@ -25,13 +25,12 @@ import sys
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
 
-from jobs import budget_cut, ingest, partitions, schemas, storage  # noqa: E402
+from jobs import budget_cut, ingest, partitions, policy_rates, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
 from jobs.params import budget_params  # noqa: E402
 from jobs.paths import planning_window, work_path  # noqa: E402
-from jobs.policy_rates import solve_levels  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
@@ -143,14 +142,15 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
     pages, quarantined = load_pages(spark, cfg, run_date, lambda_table)
-    ctx, rate_info = solve_levels(spark, cfg, pages, window_start, window_end)
-
-    def plan(pdf):
-        return host_plan.plan_host(pdf, ctx)
+    # The three passes read the same bucketed page table: kept (persisted) after the first
+    # one builds it, so the state is read, joined and shuffled once, not three times.
+    buckets = policy_rates.bucketed(cfg, pages).persist()
+    ctx, rate_info = policy_rates.solve_levels(spark, cfg, buckets, window_start, window_end)
 
     # One pass plans every host: its candidate visits and one row of its figures (url null),
     # kept (persisted) so they can be split without planning twice.
-    planned = pages.groupBy("host").applyInPandas(plan, host_plan.PLAN_DDL).persist()
+    planned = policy_rates.per_bucket(buckets, lambda pdf: host_plan.plan_bucket(pdf, ctx),
+                                      host_plan.PLAN_DDL).persist()
     figures_row = F.col("url").isNull()
     cand_path = work_path(cfg, run_date, "candidates")
     # Files first, the cut solved from exactly those files, then both committed together,
@@ -160,6 +160,7 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
     totals = (planned.filter(figures_row)
               .agg(*[F.sum(c).alias(c) for c in FIGURE_SUMS]).first().asDict())
     planned.unpersist()
+    buckets.unpersist()
     written = spark.read.parquet(*files)
     cut = budget_cut.solve(written, rate_info["lane_budgets"], budget_params(cfg).daily_fetches)
     partitions.commit_files(cand_path, "candidates", files,

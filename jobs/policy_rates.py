@@ -1,13 +1,21 @@
 """Global levels of every lane from small per-host summaries (Spark glue, driver side).
 
+The page table is hash-partitioned by host into ``allocation.buckets`` partitions
+(:func:`bucketed`); each pass hands every partition to one pandas call
+(:func:`per_bucket`), which works on all its hosts at once (:mod:`jobs.core.host_plan`).
+An explicit partition count, not a ``groupBy``, decides the tasks: adaptive query
+execution coalesces a ``groupBy``'s small shuffle partitions (3 uneven tasks on 2 cores),
+never an explicit ``repartition(n, host)``. allocate keeps the partitioned table (persisted)
+for all three passes, so the page table is read, joined and shuffled once.
+
 Passes over the page table (fixed as budget and data grow):
 
-1. **summary** (``applyInPandas`` per host-hash bucket): per host its cap, lane counts and
-   refresh level bounds; per bucket a histogram of frontier importance. The driver solves
-   the fast lane's common rate, the audit and discovery budgets, the refresh budget, the
-   floor feasibility and the shared level grid from these rows.
+1. **summary**: per host its cap, lane counts and refresh level bounds; per bucket a
+   histogram of frontier importance. The driver solves the fast lane's common rate, the
+   audit and discovery budgets, the refresh budget, the floor feasibility and the shared
+   level grid from these rows.
 2. **demand** (budget-aware policies only): every host's capped refresh demand on the grid,
-   summed per bucket (``grid_points`` rows per bucket). The driver sums the curves, picks
+   summed per bucket (``grid_points`` values per bucket). The driver sums the curves, picks
    the split (``budget.split = auto``) and solves the level (``solve_level``).
 3. **plan** (in :mod:`jobs.allocate`): every host's final rates at that level, blended
    between the bracketing grid levels, and its candidate visits.
@@ -26,52 +34,50 @@ from jobs.core import host_plan, lanes
 from jobs.core.allocation_grid import multiplier_grid
 from jobs.params import budget_params, plan_context
 
-SUMMARY_COLUMNS = [c.split()[0] for c in host_plan.SUMMARY_DDL.split(", ")]
+
+def bucketed(cfg: Config, pages):
+    """``pages`` in ``allocation.buckets`` partitions by a hash of the host: one partition
+    is one bucket (every page of its hosts)."""
+    return pages.repartition(cfg.allocation.buckets, "host")
 
 
-def _bucketed(cfg: Config, pages):
-    from pyspark.sql import functions as F
+def per_bucket(buckets, fn, ddl: str):
+    """``fn(bucket DataFrame) -> DataFrame`` once per partition of :func:`bucketed` pages."""
+    def run(batches):
+        frames = [f for f in batches if len(f)]
+        if frames:
+            out = fn(pd.concat(frames, ignore_index=True))
+            if len(out):
+                yield out
 
-    return pages.withColumn("_bucket", F.pmod(F.crc32(F.col("host").cast("binary")),
-                                              F.lit(cfg.allocation.buckets)))
+    return buckets.mapInPandas(run, ddl)
 
 
-def _summaries(cfg, pages, ctx, f_low, f_high):
-    def summarise(pdf: pd.DataFrame) -> pd.DataFrame:
-        parts = [host_plan.host_summary(g, ctx, f_low, f_high)
-                 for _, g in pdf.groupby("host", sort=False)]
-        out = pd.concat(parts, ignore_index=True).reindex(columns=SUMMARY_COLUMNS)
-        hosts = out[out["bin"].isna()]
-        # Bins are summed per bucket here, so the driver gets buckets x bins, not hosts x bins.
-        bins = (out[out["bin"].notna()].groupby("bin", as_index=False)["bin_count"].sum())
-        return pd.concat([hosts, bins], ignore_index=True).reindex(columns=SUMMARY_COLUMNS)
-
-    rows = _bucketed(cfg, pages).groupBy("_bucket").applyInPandas(
-        summarise, host_plan.SUMMARY_DDL).toPandas()  # one row per host + a few bin rows
+def _summaries(buckets, ctx, f_low, f_high):
+    rows = per_bucket(buckets, lambda pdf: host_plan.bucket_summary(pdf, ctx, f_low, f_high),
+                      host_plan.SUMMARY_DDL).toPandas()  # one row per host + a few bin rows
     hosts = rows[rows["bin"].isna()].reset_index(drop=True)
     bins = rows[rows["bin"].notna()].groupby("bin")["bin_count"].sum()
     return hosts, bins.index.to_numpy(dtype=np.int64), bins.to_numpy(dtype=float)
 
 
-def _demand(cfg, pages, ctx, grid):
+def _demand(buckets, ctx, grid):
     grid = np.asarray(grid, dtype=float)
 
     def demand(pdf: pd.DataFrame) -> pd.DataFrame:
-        total = np.zeros(grid.size)
-        for _, g in pdf.groupby("host", sort=False):
-            total += host_plan.refresh_demand(g, ctx, grid)
-        return pd.DataFrame({"k": np.arange(grid.size), "demand": total})
+        return pd.DataFrame({"k": np.arange(grid.size),
+                             "demand": host_plan.bucket_demand(pdf, ctx, grid)})
 
-    rows = _bucketed(cfg, pages).groupBy("_bucket").applyInPandas(
-        demand, "k long, demand double").groupBy("k").sum("demand").toPandas()
+    rows = per_bucket(buckets, demand, "k long, demand double").toPandas()
     out = np.zeros(grid.size)
-    out[rows["k"].to_numpy()] = rows["sum(demand)"].to_numpy()
+    np.add.at(out, rows["k"].to_numpy(), rows["demand"].to_numpy())
     # Sum order differs between buckets; force the exact monotonicity the solver checks.
     return np.minimum.accumulate(out)
 
 
-def solve_levels(spark, cfg: Config, pages, window_start: float, window_end: float):
-    """Run passes 1-2 and return the per-host context for pass 3 plus run figures.
+def solve_levels(spark, cfg: Config, buckets, window_start: float, window_end: float):
+    """Run passes 1-2 over ``buckets`` (the page table after :func:`bucketed`) and return
+    the per-host context for pass 3 plus run figures.
 
     Returns
     -------
@@ -85,7 +91,7 @@ def solve_levels(spark, cfg: Config, pages, window_start: float, window_end: flo
     bp = budget_params(cfg)
     policy = ctx.policy
     f_high = min(ctx.f_max, max(float(bp.daily_fetches), 1.0))
-    hosts, bins, counts = _summaries(cfg, pages, ctx, ctx.f_min, f_high)
+    hosts, bins, counts = _summaries(buckets, ctx, ctx.f_min, f_high)
 
     def budgets_for(demand=None) -> lanes.LaneBudgets:
         # fast_floor: the policy prices fast pages too, with their lane rate as a floor, so
@@ -112,7 +118,7 @@ def solve_levels(spark, cfg: Config, pages, window_start: float, window_end: flo
         if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo <= hi):
             lo, hi = 1e-6, 1.0  # no page the policy can price: any grid gives f_min
         grid = multiplier_grid(lo, hi, cfg.allocation.grid_points)
-        demand = _demand(cfg, pages, ctx, grid)
+        demand = _demand(buckets, ctx, grid)
         info["spark_passes"] = 3
         lb = budgets_for((grid, demand))  # the split ``auto`` and the discovery value
         ctx = replace(ctx, discovery_min_bin=lb.discovery_min_bin)

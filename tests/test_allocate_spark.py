@@ -9,7 +9,7 @@ import pytest
 
 from jobs import allocate, build_schedule, policy_rates
 from jobs.fleet.schedule import read_shard_index
-from jobs.core import host_plan
+from jobs.core import plan_work
 from jobs.core.allocation_kkt import objective_value
 from jobs.core.policies import get_policy, policy_rates as in_memory_rates
 from jobs.core.times import epoch_seconds
@@ -39,13 +39,12 @@ def test_spark_passes_match_the_in_memory_solver(spark, name):
                       "budget.fast_share=0", "budget.discovery_share=0", "budget.audit_share=0",
                       "audit.sample_rate=0", "allocation.buckets=3")
     sdf = spark.createDataFrame(pages.astype({"max_fetches_per_day": "float"}))
-    ctx, info = policy_rates.solve_levels(spark, cfg, sdf, W0, W0 + 86400)
+    ctx, info = policy_rates.solve_levels(spark, cfg, policy_rates.bucketed(cfg, sdf), W0,
+                                          W0 + 86400)
     assert info["spark_passes"] == 3 and info["floors_affordable"]
-    rates = pd.Series(0.0, index=pages.index)
-    caps = {}
-    for host, g in pages.groupby("host"):
-        caps[host] = host_plan.host_capacity(g)
-        rates[g.index] = host_plan.lane_rates(host_plan.prepare(g, ctx), caps[host], ctx)[0]
+    bucket = plan_work.load(pages, ctx)  # every host in one bucket, as pass 3 would
+    rates = pd.Series(plan_work.lane_rates(bucket, ctx)[0], index=pages.index)
+    caps = {h: int(c) for h, c in zip(bucket.groups.labels, bucket.cap)}
     ref = in_memory_rates(get_policy(name, f_min=1 / 90, f_max=24.0), pages, "host", caps, budget)
     assert rates.sum() <= budget * (1 + 1e-9)
     assert rates.sum() >= budget * (1 - 1e-3)  # the budget binds and is spent
@@ -163,3 +162,17 @@ def test_audit_sample_rows_are_scheduled_in_their_own_lane(spark, lanes_root):
     m = pd.read_parquet(os.path.join(lanes_root, "metrics", "dt=2026-11-02")).iloc[0]
     assert m.planned_audit == len(audit)
     assert m.planned_total == m.planned_refresh + m.planned_fast + m.planned_discovery + len(audit)
+
+
+def test_url_hash_is_sparks_xxhash64(spark):
+    # jobs.core.url_hash.xxh64 (the audit sample's hash) is the standard XXH64, which Spark's
+    # xxhash64 also is (seed 42): random strings of every length branch, multibyte UTF-8.
+    from jobs.core.url_hash import xxh64
+
+    rng = np.random.default_rng(9)
+    alphabet = list("abcxyz0189/:.-_?=&%#") + ["é", "ß", "日", "本", "🙂"]
+    strings = ["".join(rng.choice(alphabet, n)) for n in rng.integers(0, 200, 400)]
+    df = spark.createDataFrame(pd.DataFrame({"i": np.arange(len(strings)), "s": strings}))
+    from pyspark.sql import functions as F
+    got = df.select("i", F.xxhash64("s").alias("h")).toPandas().sort_values("i")
+    np.testing.assert_array_equal(got["h"].to_numpy(np.int64), xxh64(strings, 42).view(np.int64))

@@ -113,6 +113,24 @@ def test_optimal_rates_edge_cases():
     assert np.all(optimal_rates([1.0], 1.0, np.inf, 0.5, 24.0) == 0.5)
 
 
+@pytest.mark.parametrize("objective", ["freshness", "age"])
+@pytest.mark.parametrize("f_min,f_max", [(F_MIN, F_MAX), (0.0, F_MAX), (F_MIN, np.inf)])
+def test_box_prices_skip_only_pages_on_their_bounds(objective, f_min, f_max):
+    """Given box_prices, a page outside (lo, hi) gets its box bound without a root: the
+    same rates as the plain path, to round-off, on a grid of levels and at the edges."""
+    from jobs.core.allocation_prices import box_prices
+    rng = np.random.default_rng(11)
+    lam = np.r_[np.exp(rng.normal(np.log(0.3), 2.5, 3000)), 0.0, 2.0, 1e300, 1e-300, 3.0]
+    weight = np.r_[rng.lognormal(0.0, 1.5, 3000), 1.0, 0.0, 1.0, 1.0, 1.0]
+    levels = np.r_[0.0, np.geomspace(1e-10, 1e6, 97), np.inf][:, None]
+    bounds = box_prices(lam, weight, f_min, f_max, objective)
+    plain = optimal_rates(lam, weight, levels, f_min, f_max, objective)
+    fast = optimal_rates(lam, weight, levels, f_min, f_max, objective, bounds=bounds)
+    np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=0)
+    inner = (levels > bounds[0]) & (levels < bounds[1])
+    assert 0.05 < inner.mean() < 0.9  # both paths are exercised
+
+
 def test_input_validation():
     with pytest.raises(ValueError, match="lam"):
         allocate([-1.0], [1.0], budget=1.0)

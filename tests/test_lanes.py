@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from jobs.config import Config
-from jobs.core import host_plan, lanes
+from jobs.core import lanes, plan_work
 from jobs.params import budget_params, plan_context
 
 
@@ -198,9 +198,9 @@ def test_driver_and_host_count_the_discovery_claim_alike():
     # were too high, and the floors of the other hosts were judged unaffordable.
     pages = _one_host(n_refresh=900, n_frontier=10, n_gone=60, cap=10)
     ctx = replace(host_plan_context(), discovery_min_bin=None)
-    work = host_plan.prepare(pages, ctx)
-    cap = host_plan.host_capacity(pages)
-    res = host_plan.reservations(work, cap, ctx)
+    bucket = plan_work.load(pages, ctx)
+    cap, r = int(bucket.cap[0]), plan_work.reservations(bucket, ctx).hosts
+    res = {"discovery": r.discovery[0], "gone": r.gone[0], "refresh_cap": r.refresh_cap[0]}
     assert cap == 10 and res["discovery"] == 10 and res["gone"] == 0 and res["refresh_cap"] == 0
     big = (100_000, 0, 0, 0, 0, 450)           # another host: 450 pages, floor need 5
     hosts = _hosts([(cap, 0, 0, 10, 60, 900), big])

@@ -6,7 +6,7 @@ import pytest
 
 from jobs.config import Config
 from jobs.core import http_fields, plan
-from jobs.core.host_plan import plan_host
+from jobs.core.host_plan import plan_bucket
 from jobs.params import plan_context
 
 W0 = 1_800_000_000.0
@@ -123,7 +123,7 @@ def test_plan_host_headers_come_from_validators_and_bad_ones_force_full():
         "last_modified": [None, None, "Sun, 06 Nov 1994 08:49:37 GMT", None],
         "crawl_delay_s": 30.0, "max_fetches_per_day": [3, 3, 3, 3],
         "method_hint": ["conditional", "conditional", "conditional", "full"]})
-    out = plan_host(pages, _ctx())
+    out = plan_bucket(pages, _ctx())
     visits = out[out.url.notna()].set_index("url")
     assert len(visits) == 3  # cap 3: the least important waits
     assert visits.loc["a"].method == "conditional" and visits.loc["a"].if_none_match == '"good"'
@@ -153,7 +153,7 @@ def _visits(out):
 
 def test_mass_interval_shrink_still_respects_the_host_cap():
     # 300 pages all shrunk to the 1 h floor want 7200 visits; the host allows 86400/864 = 100.
-    out = plan_host(_host(300, interval_s=3600.0, delay=864.0), _ctx())
+    out = plan_bucket(_host(300, interval_s=3600.0, delay=864.0), _ctx())
     v = _visits(out)
     assert len(v) == 100
     summary = out[out.url.isna()].iloc[0]
@@ -165,21 +165,21 @@ def test_mass_interval_shrink_still_respects_the_host_cap():
 
 def test_cap_factor_cuts_the_cap_and_explicit_caps_win():
     ctx = _ctx()
-    half = plan_host(_host(50, delay=864.0, cap_factor=0.5), ctx)
+    half = plan_bucket(_host(50, delay=864.0, cap_factor=0.5), ctx)
     assert len(_visits(half)) == 50 and half.cap.dropna().iloc[0] == 50
-    tight = plan_host(_host(50, delay=864.0, max_fetches=7, cap_factor=1.0), ctx)
+    tight = plan_bucket(_host(50, delay=864.0, max_fetches=7, cap_factor=1.0), ctx)
     assert len(_visits(tight)) == 7
     # A factor above 1 (a producer bug) never raises the politeness cap.
-    over = plan_host(_host(150, delay=864.0, cap_factor=3.0), ctx)
+    over = plan_bucket(_host(150, delay=864.0, cap_factor=3.0), ctx)
     assert len(_visits(over)) == 100
 
 
 def test_validators_are_sent_only_when_trusted():
     ctx = _ctx()
-    no_etag = _visits(plan_host(_host(3, trust_etag=False, trust_lm=True), ctx))
+    no_etag = _visits(plan_bucket(_host(3, trust_etag=False, trust_lm=True), ctx))
     assert (no_etag.method == "conditional").all() and no_etag.if_none_match.isna().all()
     assert no_etag.if_modified_since.notna().all()
-    neither = _visits(plan_host(_host(3, trust_etag=False, trust_lm=False), ctx))
+    neither = _visits(plan_bucket(_host(3, trust_etag=False, trust_lm=False), ctx))
     assert (neither.method == "full").all()
     assert neither.if_none_match.isna().all() and neither.if_modified_since.isna().all()
 
@@ -190,7 +190,7 @@ def test_push_signal_jumps_the_queue_with_p_changed_one():
     signal = [pd.NaT] * 20
     signal[19] = pd.Timestamp(W0 - 60, unit="s", tz="UTC")  # least important page
     pages["pending_signal_at"] = pd.to_datetime(signal, utc=True)
-    v = _visits(plan_host(pages, _ctx()))
+    v = _visits(plan_bucket(pages, _ctx()))
     assert v.url.tolist() == ["https://h/p19"]
     assert v.p_changed.iloc[0] == 1.0 and v.due_s.iloc[0] == W0 and bool(v.signal.iloc[0])
 
@@ -199,7 +199,7 @@ def test_audit_sample_is_fetched_in_full_whatever_the_policy():
     ctx = _ctx(audit_rate=1.0)
     pages = _host(10, interval_s=30 * 86400.0)  # the policy wants none of them today
     pages["last_fetch_at"] = pd.to_datetime([W0 - 3600] * 10, unit="s", utc=True)
-    v = _visits(plan_host(pages, ctx))
+    v = _visits(plan_bucket(pages, ctx))
     assert len(v) == 10 and (v.lane == "audit").all() and (v.method == "full").all()
     assert v.due_s.between(W0, W1).all() and v.due_s.nunique() == 10  # hash-spread times
 

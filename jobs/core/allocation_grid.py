@@ -21,14 +21,14 @@ import numpy as np
 from jobs.core.allocation_hosts import host_cap_levels
 from jobs.core.allocation_kkt import check_box, check_objective, check_pages, optimal_rates
 
-_CHUNK_ELEMS = 1 << 22   # grid points x pages evaluated per numpy call
+_CHUNK_ELEMS = 1 << 20   # grid points x pages evaluated per numpy call (memory)
 _SAFETY = 1e-10          # relative margin against summation-order round-off
 
 
 def multiplier_grid(lo, hi, n=256, margin=2.0):
     """Log-spaced grid of n levels covering [lo/margin, hi*margin].
 
-    ``lo``/``hi`` come from :func:`jobs.core.allocation_kkt.multiplier_bounds`
+    ``lo``/``hi`` come from :func:`jobs.core.allocation_prices.multiplier_bounds`
     reduced over hosts (min of lo, max of hi) or from fixed relative bounds.
     """
     lo, hi, n = float(lo), float(hi), int(n)
@@ -49,22 +49,43 @@ def _check_grid(grid):
 def capped_demand_curve(rate_fn, n_pages, cap, grid):
     """Host demand :math:`\\sum_i f_i(\\max(g, m_h))` at each grid level g (monotone non-increasing).
 
-    ``rate_fn`` must broadcast a (k, 1) level block against the host's pages.
+    ``rate_fn`` must broadcast a (k, n) level block against the host's pages.
+    """
+    return capped_demand_curves(rate_fn, np.zeros(int(n_pages), dtype=np.int64),
+                                np.array([int(n_pages)]), np.array([float(cap)]), grid)[0]
+
+
+def capped_demand_curves(rate_fn, codes, counts, caps, grid):
+    r"""Every host's capped demand on the grid, shape (hosts, grid points):
+
+    .. math:: D_h(g) = \min\Big(C_h, \sum_{i \in h} f_i(\max(g, m_h))\Big)
+
+    with :math:`m_h` the host's cap price (:func:`host_cap_levels`, all hosts in one
+    search) and :math:`D_h = C_h` for a host whose floors alone exceed its cap.
+    ``codes[i]`` is page i's host; ``rate_fn`` maps a (k, n) block of per-page levels to
+    rates. The pages are priced at k grid levels per numpy call (chunks of
+    ``_CHUNK_ELEMS`` values) and summed per host with one ``add.reduceat``.
     """
     grid = _check_grid(grid)
-    if n_pages == 0:
-        return np.zeros(grid.size)
-    hosts = host_cap_levels(rate_fn, np.zeros(n_pages, dtype=int),
-                            np.array([n_pages]), np.array([float(cap)]))
-    if hosts.squeezed[0]:
-        return np.full(grid.size, float(cap))
-    levels = np.maximum(grid, hosts.cap_level[0])
-    out = np.empty(grid.size)
-    step = max(1, _CHUNK_ELEMS // n_pages)
+    codes = np.asarray(codes, dtype=np.int64)
+    counts, caps = np.asarray(counts), np.asarray(caps, dtype=float)
+    out = np.zeros((counts.size, grid.size))
+    if codes.size == 0:
+        return out
+    hosts = host_cap_levels(rate_fn, codes, counts, caps)
+    page_level = hosts.cap_level[codes]
+    present = np.flatnonzero(counts > 0)
+    starts = (np.cumsum(counts) - counts)[present]
+    order = None if np.all(codes[1:] >= codes[:-1]) else np.argsort(codes, kind="stable")
+    step = max(1, _CHUNK_ELEMS // codes.size)
     for start in range(0, grid.size, step):
-        block = levels[start:start + step, None]
-        out[start:start + step] = np.asarray(rate_fn(block)).sum(axis=1)
-    return np.minimum(out, float(cap))
+        block = np.asarray(rate_fn(np.maximum(grid[start:start + step, None], page_level)))
+        if order is not None:
+            block = block[:, order]
+        out[present, start:start + step] = np.add.reduceat(block, starts, axis=1).T
+    out = np.minimum(out, caps[:, None])
+    out[hosts.squeezed] = caps[hosts.squeezed, None]
+    return out
 
 
 def host_demand_curve(lam, weight, cap, grid, f_min=0.0, f_max=np.inf, objective="freshness"):

@@ -254,7 +254,8 @@ def marginal_value(lam, weight, f, objective="freshness"):
     return np.where(useful, out, 0.0)
 
 
-def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness"):
+def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness",
+                  bounds=None):
     r"""Best refresh rate of each page at price μ per visit/day (KKT, box-clipped).
 
     Maximises :math:`w\bar F(\lambda, f) - \mu f` (or minimises
@@ -273,6 +274,11 @@ def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness
     f_min, f_max : float
         Box bounds on each rate (visits/day).
     objective : {'freshness', 'age'}
+    bounds : (lo, hi), optional
+        :func:`jobs.core.allocation_prices.box_prices` of these pages and this box.
+        Given, a page whose μ lies outside (lo, hi) gets its box bound without solving
+        for the root (the same rate to round-off; used when the same pages are priced at
+        many levels).
 
     Returns
     -------
@@ -289,26 +295,36 @@ def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness
     mu = np.asarray(mu, dtype=float)
     if mu.size and (np.any(np.isnan(mu)) or np.any(mu < 0)):
         raise ValueError("mu must be >= 0")
-    lam, weight, mu = np.broadcast_arrays(lam, weight, mu)
-    useful = (lam > 0) & (weight > 0)
-    rates = np.full(lam.shape, f_min)
-    lam_u, w_u, mu_u = lam[useful], weight[useful], mu[useful]
+    if bounds is not None:
+        lam, weight, mu, lo, hi = np.broadcast_arrays(lam, weight, mu, *bounds)
+        rates = np.where(mu <= lo, f_max, f_min)
+        inner = (mu > lo) & (mu < hi)
+    else:
+        lam, weight, mu = np.broadcast_arrays(lam, weight, mu)
+        rates = np.full(lam.shape, f_min)
+        inner = (lam > 0) & (weight > 0)
+    rates[inner] = _interior_rates(lam[inner], weight[inner], mu[inner], f_min, f_max,
+                                   objective)
+    return rates
+
+
+def _interior_rates(lam, w, mu, f_min, f_max, objective):
+    """clip(λ/r) for pages with λ > 0 and w > 0 (1-D arrays)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if objective == "freshness":
-            target = mu_u * lam_u / w_u
+            target = mu * lam / w
         else:
-            target = mu_u / w_u * lam_u * lam_u
-    target = np.where(mu_u == 0, 0.0, target)
+            target = mu / w * lam * lam
+    target = np.where(mu == 0, 0.0, target)
     r, _, _ = stationary_ratio(target, objective)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        f = lam_u / r
+        f = lam / r
         if objective == "age":
             # Large-r closed form f = 1/sqrt(2μ/w + 2/λ²): no λ² overflow.
             big = target > _AGE_LARGE
-            f = np.where(big, 1.0 / np.sqrt(2.0 * mu_u / w_u + 2.0 / (lam_u * lam_u)), f)
+            f = np.where(big, 1.0 / np.sqrt(2.0 * mu / w + 2.0 / (lam * lam)), f)
     f = np.where(r == 0, np.inf, f)
-    rates[useful] = np.clip(f, f_min, f_max)
-    return rates
+    return np.clip(f, f_min, f_max)
 
 
 def objective_value(lam, weight, rates, objective="freshness"):
@@ -324,22 +340,3 @@ def objective_value(lam, weight, rates, objective="freshness"):
         return float(np.sum(weight * freshness(lam, rates)))
     per_page = np.where(weight > 0, age(lam, rates), 0.0)
     return float(np.sum(weight * per_page))
-
-
-def multiplier_bounds(lam, weight, f_low, f_high, objective="freshness"):
-    r"""Range of prices over which the given pages' rates move.
-
-    For μ <= ``lo`` every useful page's optimal rate is >= ``f_high``; for
-    μ >= ``hi`` every page's rate is <= ``f_low`` (``lo``/``hi`` are the min/max
-    of :func:`marginal_value` at ``f_high``/``f_low``). Both reduce across
-    hosts with min/max, so they can be computed as an aggregate.
-    Returns (lo, hi); (inf, 0) when no page has λ > 0 and w > 0.
-    """
-    lam, weight = check_pages(lam, weight)
-    useful = (lam > 0) & (weight > 0)
-    if not useful.any():
-        return np.inf, 0.0
-    lam, weight = lam[useful], weight[useful]
-    lo = marginal_value(lam, weight, np.full(lam.shape, float(f_high)), objective)
-    hi = marginal_value(lam, weight, np.full(lam.shape, float(f_low)), objective)
-    return float(lo.min()), float(hi.max())

@@ -30,8 +30,8 @@ from jobs.core.allocation_hosts import (
     caps_for, encode_hosts, floor_demand, host_cap_levels, rates_at_level,
     solve_budget)
 from jobs.core.allocation_kkt import (  # noqa: F401  (re-exported API)
-    check_box, check_objective, check_pages, marginal_value, multiplier_bounds,
-    objective_value, optimal_rates)
+    check_box, check_objective, check_pages, marginal_value, objective_value, optimal_rates)
+from jobs.core.allocation_prices import multiplier_bounds  # noqa: F401  (re-exported API)
 
 
 @dataclass

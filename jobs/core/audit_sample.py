@@ -3,23 +3,31 @@
 Membership is a pure function of the URL (a stable hash below the sample rate), so the
 planner that schedules the sample and the state update that scores it agree without
 sharing any table, and the sample never depends on what the policy prefers.
+
+Both numbers here are :func:`jobs.core.url_hash.unit` of the URL's UTF-8 bytes (XXH64, top
+53 bits over 2^53), vectorised over whole arrays of URLs: deterministic, the same on every
+platform, uniform in [0, 1). They differ only in the seed, which is XXH64 of a label, so
+the day's number is unrelated to the membership number of the same URL.
 """
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
-import pandas as pd
+
+from jobs.core.url_hash import label_seed, unit
+
+MEMBER_SEED = label_seed("recrawl-audit")
 
 
 def url_unit(urls) -> np.ndarray:
-    """A uniform number in [0, 1) per URL, stable across processes and machines."""
-    def one(u: str) -> float:
-        digest = hashlib.blake2b(u.encode("utf-8"), digest_size=8, person=b"recrawl-audit").digest()
-        return int.from_bytes(digest, "big") / 2.0**64
+    """A uniform number in [0, 1) per URL, stable across processes and machines:
+    ``unit(url, seed = XXH64("recrawl-audit", 0))``."""
+    return unit(urls, MEMBER_SEED)
 
-    return np.fromiter((one(u) for u in pd.Series(urls).astype(str)), dtype=float,
-                       count=len(urls))
+
+def day_unit(urls, day_index: int) -> np.ndarray:
+    """A uniform number in [0, 1) per (URL, day), unrelated to :func:`url_unit`:
+    ``unit(url, seed = XXH64("recrawl-auditday|<day_index>", 0))``."""
+    return unit(urls, label_seed(f"recrawl-auditday|{int(day_index)}"))
 
 
 def in_audit_sample(urls, rate: float) -> np.ndarray:

@@ -29,11 +29,15 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+import pandas as pd
 
+from jobs.core.audit_sample import url_unit
+from jobs.core.host_groups import HostGroups
 from jobs.core.plan import host_cap
 
 BINS_PER_OCTAVE = 16
@@ -61,19 +65,28 @@ def fast_mask(urls, lam, importance, is_known, min_lambda, min_importance, patte
     """Known pages that belong in the fast lane: (λ >= min and w >= min) or a URL pattern."""
     lam = np.nan_to_num(np.asarray(lam, dtype=float))
     w = np.nan_to_num(np.asarray(importance, dtype=float))
-    fast = (lam >= min_lambda) & (w >= min_importance)
-    if pattern is not None and len(urls):
-        fast |= np.array([bool(pattern.search(u)) if isinstance(u, str) else False for u in urls])
-    return fast & np.asarray(is_known, dtype=bool)
+    known = np.asarray(is_known, dtype=bool)
+    fast = (lam >= min_lambda) & (w >= min_importance) & known
+    ask = np.flatnonzero(known & ~fast)  # only pages the thresholds left out
+    if pattern is not None and ask.size:
+        urls = pd.Series(np.asarray(urls, dtype=object)[ask], dtype=object)
+        with warnings.catch_warnings():  # groups in a fast pattern are fine: we only test
+            warnings.filterwarnings("ignore", "This pattern is interpreted", UserWarning)
+            fast[ask] = urls.str.contains(pattern, na=False).to_numpy(dtype=bool)
+    return fast
 
 
-def fill_importance(importance, is_frontier, is_known, default: float) -> np.ndarray:
+def fill_importance(importance, is_frontier, is_known, default: float,
+                    groups: HostGroups | None = None) -> np.ndarray:
     """Frontier URLs without importance get the host prior: the median of the host's known
-    pages (``default`` if it has none)."""
+    pages (``default`` if it has none). ``groups`` gives each page's host (one host if
+    None)."""
     w = np.asarray(importance, dtype=float).copy()
-    known_w = w[np.asarray(is_known, bool) & ~np.isnan(w)]
-    prior = float(np.median(known_w)) if known_w.size else float(default)
-    w[np.asarray(is_frontier, bool) & np.isnan(w)] = prior
+    missing = np.asarray(is_frontier, bool) & np.isnan(w)
+    if missing.any():
+        groups = groups or HostGroups.single(w.size)
+        prior = groups.median(w, np.asarray(is_known, bool) & ~np.isnan(w))
+        w[missing] = np.nan_to_num(prior, nan=default)[groups.codes[missing]]
     return np.nan_to_num(w, nan=default)
 
 
@@ -140,8 +153,6 @@ def audit_due(urls, sample_rate: float, cadence_days: int, day_index: int):
     offset_s : ndarray of float
         Seconds after the window start.
     """
-    from jobs.core.audit_sample import url_unit
-
     if sample_rate <= 0 or len(urls) == 0:
         return np.zeros(len(urls), bool), np.zeros(len(urls))
     u = url_unit(urls)
@@ -152,18 +163,6 @@ def audit_due(urls, sample_rate: float, cadence_days: int, day_index: int):
     due = member & (slot == day_index % cadence_days)
     offset = (v * cadence_days - slot) * 86400.0
     return due, offset
-
-
-def audit_day_unit(urls, day_index: int) -> np.ndarray:
-    """A uniform number in [0, 1) per (URL, day), independent of the audit slot hash."""
-    import hashlib
-
-    def one(u: str) -> float:
-        digest = hashlib.blake2b(f"{day_index}|{u}".encode("utf-8"), digest_size=8,
-                                 person=b"recrawl-auditday").digest()
-        return int.from_bytes(digest, "big") / 2.0**64
-
-    return np.fromiter((one(str(u)) for u in urls), dtype=float, count=len(urls))
 
 
 def refresh_marginal(grid, demand, budget: float) -> float:

@@ -2,7 +2,7 @@
 
 Date semantics: the run for logical date D plans the window [D+1 00:00, D+2 00:00) UTC.
 
-Steps, per host:
+Steps, per host (each a vectorised operation over the pages of many hosts at once):
 
 1. ``due_visits``: each URL's next visit is due at its last fetch + 1/f; visits due in
    the window are listed (several for f > 1/day), spaced 1/f apart so a URL's visits stay
@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core.freshness import p_changed
+from jobs.core.host_groups import HostGroups
 from jobs.core.times import DAY_S
 
 LANE_ORDER = {"fast": 0, "audit": 0, "refresh": 1, "discovery": 1}
@@ -94,21 +95,34 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     return visits
 
 
-def rank_visits(visits: pd.DataFrame) -> pd.DataFrame:
-    """Order in which a host's visits claim its capacity: fast lane, audits and push
-    signals (they jump the queue), then priority."""
+def claim_order(visits: pd.DataFrame) -> np.ndarray:
+    """Which visits claim a host's capacity first: 0 for the fast lane, audits and push
+    signals (they jump the queue), 1 for the rest; ties go by priority."""
     order = visits["lane"].map(LANE_ORDER).fillna(1).to_numpy()
     if "signal" in visits.columns:
         order = np.where(visits["signal"].fillna(False).to_numpy(bool), 0, order)
-    return visits.assign(_o=order).sort_values(
-        ["_o", "priority", "due_s", "url"], ascending=[True, False, True, True],
-        kind="mergesort").drop(columns="_o")
+    return order
+
+
+def apply_host_caps(visits: pd.DataFrame, hosts: HostGroups, caps):
+    """Split the visits of many hosts into (kept, carried_over) under each host's daily cap.
+
+    ``hosts`` gives each visit's host; ``caps`` the cap per host. One sort ranks every
+    host's visits by (host, :func:`claim_order`, priority descending, due time, URL), ties
+    keeping the visits' order; a visit is kept when its rank within its host is below the
+    host's cap. Both frames come in that order.
+    """
+    order, rank = hosts.rank({"_o": claim_order(visits), "priority": visits["priority"],
+                              "due_s": visits["due_s"], "url": visits["url"]},
+                             ascending=[True, False, True, True])
+    ranked = visits.iloc[order]
+    within = rank < np.maximum(np.asarray(caps, dtype=np.int64), 0)[hosts.codes[order]]
+    return ranked[within], ranked[~within]
 
 
 def apply_host_cap(visits: pd.DataFrame, cap: int):
-    """Split a host's visits into (kept, carried_over) under its daily cap."""
-    ranked = rank_visits(visits)
-    return ranked.iloc[:max(int(cap), 0)], ranked.iloc[max(int(cap), 0):]
+    """Split one host's visits into (kept, carried_over) under its daily cap."""
+    return apply_host_caps(visits, HostGroups.single(len(visits)), [int(cap)])
 
 
 def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end: float,

@@ -26,6 +26,10 @@ Spark driver protocol for a budget-aware policy (3 passes over the pages)::
     fine = refine_grid(sol); total = sum(policy.host_demand(..., fine))  # pass 2
     sol = policy.solve_level(fine, total, budget)
     rates_h = policy.host_rates(pages_h, cap_h, sol)      # pass 3 (blends bracket ends)
+
+The ``hosts_*`` methods do the same for the pages of many hosts at once (``codes[i]`` is
+page i's host): the per-host methods are the one-host case of them, so a bucket of hosts
+and a single host are solved by the same code (:mod:`jobs.core.host_plan`).
 """
 from __future__ import annotations
 
@@ -34,10 +38,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from jobs.core.allocation_grid import blended_rates, capped_demand_curve, solve_multiplier
+from jobs.core.allocation_grid import blended_rates, capped_demand_curves, solve_multiplier
 from jobs.core.allocation_hosts import (
     caps_for, encode_hosts, floor_demand, host_cap_levels, rates_at_level, solve_budget)
-from jobs.core.allocation_kkt import check_box, check_objective, multiplier_bounds, optimal_rates
+from jobs.core.allocation_kkt import check_box, check_objective, optimal_rates
+from jobs.core.allocation_prices import box_prices, price_range
 
 SECONDS_PER_DAY = 86400.0
 
@@ -67,9 +72,16 @@ class RatePolicy:
         """Return ``level -> rates`` for these pages (level broadcastable as (k, 1))."""
         raise NotImplementedError
 
-    def level_bounds(self, pages, f_low, f_high):
-        """(lo, hi): at level <= lo every rate >= f_high, at >= hi every rate <= f_low."""
+    def page_bounds(self, pages, f_low, f_high):
+        """Per page (lo, hi): at level <= lo its rate is >= f_high, at level >= hi it is
+        <= f_low; (inf, 0) for a page the policy gives f_min at every level."""
         raise NotImplementedError
+
+    def level_bounds(self, pages, f_low, f_high):
+        """(lo, hi): at level <= lo every rate >= f_high, at >= hi every rate <= f_low
+        (min and max of :meth:`page_bounds`; (inf, 0) when no page moves)."""
+        lo, hi = self.page_bounds(pages, f_low, f_high)
+        return (float(np.min(lo)), float(np.max(hi))) if len(lo) else (np.inf, 0.0)
 
     def without_floor(self):
         """Same policy with f_min = 0 (used when the budget cannot pay the floors)."""
@@ -92,7 +104,13 @@ class RatePolicy:
 
     def host_demand(self, pages, cap, grid):
         """Host's capped total rate at each level of ``grid`` (non-increasing)."""
-        return capped_demand_curve(self.floored_rate_fn(pages), len(pages), cap, grid)
+        return self.hosts_demand(pages, np.zeros(len(pages), np.int64), [cap], grid)[0]
+
+    def hosts_demand(self, pages, codes, caps, grid):
+        """Every host's capped demand curve on ``grid``, shape (hosts, grid points)."""
+        caps = np.asarray(caps, dtype=float)
+        counts = np.bincount(codes, minlength=caps.size)
+        return capped_demand_curves(self.floored_rate_fn(pages), codes, counts, caps, grid)
 
     def solve_level(self, grid, total_demand, budget, floor_demand=None):
         """Global level from summed host demand curves (budget never exceeded)."""
@@ -104,10 +122,15 @@ class RatePolicy:
         ``level`` is a float or the :class:`MultiplierSolution` from
         :meth:`solve_level` (its bracket ends are blended to spend the budget).
         """
-        n = len(pages)
+        return self.hosts_rates(pages, np.zeros(len(pages), np.int64), [cap], level)
+
+    def hosts_rates(self, pages, codes, caps, level):
+        """:meth:`host_rates` of many hosts' pages at once; each host solves its own cap
+        price :math:`m_h` (``host_cap_levels``, every host in one vectorised search)."""
+        caps = np.asarray(caps, dtype=float)
         rate_fn = self.floored_rate_fn(pages)
-        hosts = host_cap_levels(rate_fn, np.zeros(n, dtype=int), np.array([n]),
-                                np.array([float(cap)]))
+        hosts = host_cap_levels(rate_fn, np.asarray(codes), np.bincount(codes, minlength=caps.size),
+                                caps)
         return blended_rates(lambda lv: rates_at_level(rate_fn, hosts, lv)[0], level)
 
 
@@ -127,8 +150,9 @@ class UniformPolicy(RatePolicy):
             return np.clip(per_page, self.f_min, self.f_max)
         return rates
 
-    def level_bounds(self, pages, f_low, f_high):
-        return 1.0 / f_high, 1.0 / f_low
+    def page_bounds(self, pages, f_low, f_high):
+        n = len(pages)
+        return np.full(n, 1.0 / f_high), np.full(n, 1.0 / f_low)
 
 
 @dataclass(frozen=True)
@@ -146,10 +170,10 @@ class ProportionalPolicy(RatePolicy):
             return np.clip(per_page, self.f_min, self.f_max)
         return rates
 
-    def level_bounds(self, pages, f_low, f_high):
+    def page_bounds(self, pages, f_low, f_high):
         lam = _column(pages, "lambda_hat")
-        lam = lam[lam > 0]
-        return (lam.min() / f_high, lam.max() / f_low) if lam.size else (np.inf, 0.0)
+        moves = lam > 0
+        return np.where(moves, lam / f_high, np.inf), np.where(moves, lam / f_low, 0.0)
 
 
 @dataclass(frozen=True)
@@ -165,11 +189,16 @@ class OptimalPolicy(RatePolicy):
 
     def rate_fn(self, pages):
         lam, weight = _column(pages, "lambda_hat"), _column(pages, "importance")
-        return lambda level: optimal_rates(lam, weight, level, self.f_min, self.f_max, self.objective)
+        # The prices outside which each page sits on its box bound, once per rate function:
+        # the demand pass prices the same pages at every grid level, and most of them are
+        # at f_min or f_max at most levels, so only the others need the stationarity root.
+        bounds = box_prices(lam, weight, self.f_min, self.f_max, self.objective)
+        return lambda level: optimal_rates(lam, weight, level, self.f_min, self.f_max,
+                                           self.objective, bounds=bounds)
 
-    def level_bounds(self, pages, f_low, f_high):
-        return multiplier_bounds(_column(pages, "lambda_hat"), _column(pages, "importance"),
-                                 f_low, f_high, self.objective)
+    def page_bounds(self, pages, f_low, f_high):
+        return price_range(_column(pages, "lambda_hat"), _column(pages, "importance"),
+                           f_low, f_high, self.objective)
 
 
 @dataclass(frozen=True)
@@ -196,8 +225,8 @@ class AdaptivePolicy(RatePolicy):
             return np.clip(per_page, self.f_min, self.f_max)
         return rates
 
-    def level_bounds(self, pages, f_low, f_high):
-        return 1.0, 1.0
+    def page_bounds(self, pages, f_low, f_high):
+        return np.ones(len(pages)), np.ones(len(pages))
 
     def solve_level(self, grid, total_demand, budget, floor_demand=None):
         raise ValueError("adaptive is not budget-aware: use level 1.0 for every host")
