@@ -141,8 +141,12 @@ def _bad_importance(col: str, nullable: bool):
     return (c.isNull() | bad) if not nullable else bad
 
 
-def read_fetch_logs(spark, cfg: Config, run_date: str):
+def read_fetch_logs(spark, cfg: Config, run_date: str, cached: list | None = None):
     """Today's fetch logs as (clean, quarantined) DataFrames.
+
+    With ``cached`` (a list), the checked rows are persisted and appended to it for the
+    caller to unpersist: clean and quarantined rows then come from one read and one
+    evaluation of the URL rules.
 
     ``host`` is always the URL's normalised host; a row whose own host column names
     another host is quarantined (``host_mismatch``) rather than filed under either.
@@ -168,8 +172,12 @@ def read_fetch_logs(spark, cfg: Config, run_date: str):
               .when(F.col("status").isNull() | ~((F.col("status") == 0)
                     | F.col("status").between(100, 599)), "bad_status")
               .when(F.col("bytes").isNull() | (F.col("bytes") < 0), "negative_bytes"))
+    if cached is not None:
+        df = df.withColumn("_reason_checked", reason).persist()
+        cached.append(df)
+        reason = F.col("_reason_checked")
     clean, bad = _split(df, reason, "fetch_logs", cols)
-    return _clean_host(clean), bad
+    return _clean_host(clean.drop("_reason_checked")), bad
 
 
 def split_stale_rows(logs, prev_state, quarantined=None, cached: list | None = None):

@@ -264,12 +264,12 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
         for table in ("state", "hosts"):
             partitions.committed_files(cfg.paths.table(table, previous_day(run_date)), table)
     spark = spark or get_spark(cfg, "update_state")
-    logs, bad_logs = ingest.read_fetch_logs(spark, cfg, run_date)
+    cached = []  # persisted frames, unpersisted once the run record's figures are read
+    logs, bad_logs = ingest.read_fetch_logs(spark, cfg, run_date, cached)
     importance, bad_imp = ingest.read_importance(spark, cfg)
     signals, bad_sig = ingest.read_signals(spark, cfg, run_date)
     start_empty = bootstrap or from_empty
     prev = _read_prev(spark, cfg, "state", schemas.STATE, run_date, start_empty)
-    cached = []  # persisted frames, unpersisted once the run record's figures are read
     # Rows older than their URL's last fetch are quarantined.
     logs, bad_logs = ingest.split_stale_rows(logs, prev, bad_logs, cached)
     hosts_prev = _read_prev(spark, cfg, "hosts", schemas.HOSTS, run_date, start_empty)
