@@ -293,18 +293,16 @@ def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness
     f_min, f_max = check_box(f_min, f_max)
     check_objective(objective)
     mu = np.asarray(mu, dtype=float)
-    if mu.size and not mu.min() >= 0:  # one pass over the levels; NaN fails it too
+    if mu.size and (np.any(np.isnan(mu)) or np.any(mu < 0)):
         raise ValueError("mu must be >= 0")
     if bounds is not None:
         lam, weight, mu, lo, hi = np.broadcast_arrays(lam, weight, mu, *bounds)
         rates = np.where(mu <= lo, f_max, f_min)
-        # One scan for the (page, level) pairs inside their price range; only those are
-        # gathered and solved (most of a demand curve's pairs sit on a box bound).
-        inner = np.nonzero((mu > lo) & (mu < hi))
+        inner = (mu > lo) & (mu < hi)
     else:
         lam, weight, mu = np.broadcast_arrays(lam, weight, mu)
         rates = np.full(lam.shape, f_min)
-        inner = np.nonzero((lam > 0) & (weight > 0))
+        inner = (lam > 0) & (weight > 0)
     rates[inner] = _interior_rates(lam[inner], weight[inner], mu[inner], f_min, f_max,
                                    objective)
     return rates
