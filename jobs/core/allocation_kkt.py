@@ -80,12 +80,31 @@ _Q_COEFFS = _series(3, -1.0)
 _H_COEFFS = np.array([0.0, 0.0] + [(-1) ** n / n for n in range(2, 12)])  # r - log1p(r)
 
 
+def _horner(x, coeffs):
+    """:math:`\\sum_k c_k x^k` by Horner's rule in place: the same multiply-adds in the same
+    order as ``numpy.polynomial.polynomial.polyval`` (equal results), without a temporary
+    array per coefficient -- the demand pass evaluates the series on millions of ratios."""
+    acc = np.full_like(x, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        acc *= x
+        acc += c
+    return acc
+
+
+def _series_below_one(r, coeffs, direct):
+    """``direct`` where r >= 1, the power series where r < 1 (only those pay for it)."""
+    small = r < 1.0
+    if small.any():
+        direct[small] = _horner(r[small], coeffs)
+    return direct
+
+
 def _g(r):
     """g(r) = 1 - (1 + r) e^{-r}; power series for r < 1 (no cancellation); g(inf) = 1."""
     r = np.asarray(r, dtype=float)
     with np.errstate(over="ignore", invalid="ignore"):
         direct = 1.0 - (1.0 + r) * np.exp(-r)
-    out = np.where(r < 1.0, np.polynomial.polynomial.polyval(np.minimum(r, 1.0), _G_COEFFS), direct)
+    out = _series_below_one(r, _G_COEFFS, np.asarray(direct, dtype=float))
     return np.where(np.isinf(r), 1.0, out)
 
 
@@ -94,7 +113,7 @@ def _q(r):
     r = np.asarray(r, dtype=float)
     with np.errstate(over="ignore", invalid="ignore"):
         direct = 0.5 * r * r - 1.0 + (1.0 + r) * np.exp(-r)
-    return np.where(r < 1.0, np.polynomial.polynomial.polyval(np.minimum(r, 1.0), _Q_COEFFS), direct)
+    return _series_below_one(r, _Q_COEFFS, np.asarray(direct, dtype=float))
 
 
 def _h(r):
@@ -102,8 +121,8 @@ def _h(r):
     r = np.asarray(r, dtype=float)
     out = r - np.log1p(r)
     small = r < _SERIES_CUT
-    if small.any():  # only the few small ratios pay for the series
-        out[small] = np.polynomial.polynomial.polyval(r[small], _H_COEFFS)
+    if small.any():  # only the small ratios pay for the series
+        out[small] = _horner(r[small], _H_COEFFS)
     return out
 
 
@@ -170,27 +189,60 @@ def _root_table(objective):
         hi, lo = bracket(y)
         r, _, conv = _newton_from_right(phi, dphi, y, hi, lo)
         assert conv, "root table did not converge"
-        _tables[objective] = (log_y[0], log_y[1] - log_y[0], np.log(r))
+        log_r = np.log(r)
+        _tables[objective] = (log_y[0], log_y[1] - log_y[0], log_r, np.diff(log_r))
     return _tables[objective]
 
 
 def _solve_phi(y, objective):
-    """Root of phi(r) = y (phi = h or q) for y > 0 up to the table's end."""
-    x0, dx, log_r = _root_table(objective)
+    """Root of phi(r) = y (phi = h or q) for y > 0 up to the table's end; returns the
+    root and the last Newton step (its size tells convergence)."""
+    x0, dx, log_r, slope = _root_table(objective)
     phi, dphi, bracket = _PHI[objective]
-    pos = (np.log(y) - x0) / dx
+    # In place where it changes nothing: the demand pass runs this on millions of values.
+    pos = np.log(y)
+    pos -= x0
+    pos /= dx
     i = np.clip(pos.astype(np.int64), 0, log_r.size - 2)
-    frac = pos - i
-    r = np.exp(log_r[i] + frac * (log_r[i + 1] - log_r[i]))
+    r = log_r[i]
+    r += (pos - i) * slope[i]
+    np.exp(r, out=r)
     below = pos < 0
-    if below.any():  # tiny targets: the leading term of phi (sqrt(2y) or cbrt(3y))
+    tiny = bool(below.any())
+    if tiny:  # tiny targets: the leading term of phi (sqrt(2y) or cbrt(3y))
         r[below] = bracket(y[below])[1]
     step = np.zeros_like(r)
-    for _ in range(_POLISH + int(below.any())):
+    for _ in range(_POLISH + int(tiny)):
         step = (phi(r) - y) / dphi(r)
         r = np.maximum(r - step, 0.5 * r)
-    converged = bool(np.all(np.abs(step) <= 1e-6 * r))  # the step before was <= ~1e-12
-    return r, _POLISH, converged
+    return r, step
+
+
+def _ratio(target, objective):
+    """(r for every target, the Newton-solved entries, their last step)."""
+    t = np.asarray(target, dtype=float)
+    if objective == "freshness":
+        ok = (t > 0) & (t < 1)
+        if ok.all():  # every target inside: no masks (the demand pass's usual case)
+            r, step = _solve_phi(-np.log1p(-t), "freshness")
+            return r, r, step
+        r = np.full(t.shape, np.nan)
+        r[t >= 1] = np.inf
+        r[t <= 0] = 0.0
+        # g(r) = c  <=>  h(r) = r - log1p(r) = -log(1 - c) =: y
+        sol, step = _solve_phi(-np.log1p(-t[ok]), "freshness")
+    else:
+        large = t > _AGE_LARGE
+        ok = (t > 0) & ~large
+        if ok.all():
+            r, step = _solve_phi(t, "age")
+            return r, r, step
+        r = np.full(t.shape, np.nan)
+        r[t <= 0] = 0.0
+        r[large] = np.sqrt(2.0 * (t[large] + 1.0))
+        sol, step = _solve_phi(t[ok], "age")
+    r[ok] = sol
+    return r, sol, step
 
 
 def stationary_ratio(target, objective="freshness"):
@@ -213,22 +265,9 @@ def stationary_ratio(target, objective="freshness"):
         so the root is accurate to round-off.
     """
     check_objective(objective)
-    t = np.asarray(target, dtype=float)
-    r = np.full(t.shape, np.nan)
-    if objective == "freshness":
-        ok = (t > 0) & (t < 1)
-        r[t >= 1] = np.inf
-        r[t <= 0] = 0.0
-        # g(r) = c  <=>  h(r) = r - log1p(r) = -log(1 - c) =: y
-        sol, it, conv = _solve_phi(-np.log1p(-t[ok]), "freshness")
-    else:
-        large = t > _AGE_LARGE
-        ok = (t > 0) & ~large
-        r[t <= 0] = 0.0
-        r[large] = np.sqrt(2.0 * (t[large] + 1.0))
-        sol, it, conv = _solve_phi(t[ok], "age")
-    r[ok] = sol
-    return r, it, conv
+    r, sol, step = _ratio(target, objective)
+    converged = bool(np.all(np.abs(step) <= 1e-6 * sol))  # the step before was <= ~1e-12
+    return r, _POLISH, converged
 
 
 def marginal_value(lam, weight, f, objective="freshness"):
@@ -293,16 +332,18 @@ def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness
     f_min, f_max = check_box(f_min, f_max)
     check_objective(objective)
     mu = np.asarray(mu, dtype=float)
-    if mu.size and (np.any(np.isnan(mu)) or np.any(mu < 0)):
+    if mu.size and not mu.min() >= 0:  # one pass over the levels; NaN fails it too
         raise ValueError("mu must be >= 0")
     if bounds is not None:
         lam, weight, mu, lo, hi = np.broadcast_arrays(lam, weight, mu, *bounds)
         rates = np.where(mu <= lo, f_max, f_min)
-        inner = (mu > lo) & (mu < hi)
+        # One scan for the (page, level) pairs inside their price range; only those are
+        # gathered and solved (most of a demand curve's pairs sit on a box bound).
+        inner = np.nonzero((mu > lo) & (mu < hi))
     else:
         lam, weight, mu = np.broadcast_arrays(lam, weight, mu)
         rates = np.full(lam.shape, f_min)
-        inner = (lam > 0) & (weight > 0)
+        inner = np.nonzero((lam > 0) & (weight > 0))
     rates[inner] = _interior_rates(lam[inner], weight[inner], mu[inner], f_min, f_max,
                                    objective)
     return rates
@@ -316,7 +357,7 @@ def _interior_rates(lam, w, mu, f_min, f_max, objective):
         else:
             target = mu / w * lam * lam
     target = np.where(mu == 0, 0.0, target)
-    r, _, _ = stationary_ratio(target, objective)
+    r = _ratio(target, objective)[0]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         f = lam / r
         if objective == "age":
