@@ -37,8 +37,14 @@ from jobs.params import budget_params, plan_context
 
 def bucketed(cfg: Config, pages):
     """``pages`` in ``allocation.buckets`` partitions by a hash of the host: one partition
-    is one bucket (every page of its hosts)."""
-    return pages.repartition(cfg.allocation.buckets, "host")
+    is one bucket (every page of its hosts). Timestamps become epoch seconds (a double,
+    whole microseconds / 1e6): Arrow moves timestamps to pandas three times slower, and
+    they were most of what a pass paid to hand the page table to Python."""
+    from pyspark.sql import functions as F
+
+    cols = [F.col(c).cast("double").alias(c) if c in host_plan.TIME_COLUMNS else F.col(c)
+            for c in pages.columns]
+    return pages.select(*cols).repartition(cfg.allocation.buckets, "host")
 
 
 def per_bucket(buckets, fn, ddl: str):
@@ -53,8 +59,13 @@ def per_bucket(buckets, fn, ddl: str):
     return buckets.mapInPandas(run, ddl)
 
 
+def _level_columns(buckets):
+    """Passes 1 and 2 read a few columns: only those cross to Python."""
+    return buckets.select(*[c for c in host_plan.LEVEL_COLUMNS if c in buckets.columns])
+
+
 def _summaries(buckets, ctx, f_low, f_high):
-    rows = per_bucket(buckets, lambda pdf: host_plan.bucket_summary(pdf, ctx, f_low, f_high),
+    rows = per_bucket(_level_columns(buckets), lambda pdf: host_plan.bucket_summary(pdf, ctx, f_low, f_high),
                       host_plan.SUMMARY_DDL).toPandas()  # one row per host + a few bin rows
     hosts = rows[rows["bin"].isna()].reset_index(drop=True)
     bins = rows[rows["bin"].notna()].groupby("bin")["bin_count"].sum()
@@ -68,7 +79,7 @@ def _demand(buckets, ctx, grid):
         return pd.DataFrame({"k": np.arange(grid.size),
                              "demand": host_plan.bucket_demand(pdf, ctx, grid)})
 
-    rows = per_bucket(buckets, demand, "k long, demand double").toPandas()
+    rows = per_bucket(_level_columns(buckets), demand, "k long, demand double").toPandas()
     out = np.zeros(grid.size)
     np.add.at(out, rows["k"].to_numpy(), rows["demand"].to_numpy())
     # Sum order differs between buckets; force the exact monotonicity the solver checks.

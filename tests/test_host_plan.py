@@ -134,3 +134,14 @@ def test_host_groups_reduce_per_host():
               .groupby("h").cumcount())
     np.testing.assert_array_equal(order, expect.index.to_numpy())
     np.testing.assert_array_equal(rank, expect.to_numpy())
+
+
+def test_times_may_come_as_epoch_seconds():
+    # allocate sends the timestamp columns as doubles (Arrow moves those far faster).
+    from jobs.core.plan_work import seconds
+    pages = _bucket(seed=3)
+    ctx = _ctx(level=0.05)
+    as_seconds = pages.assign(**{c: seconds(pages, c) for c in host_plan.TIME_COLUMNS})
+    assert as_seconds["last_fetch_at"].dtype == float
+    pd.testing.assert_frame_equal(host_plan.plan_bucket(as_seconds, ctx),
+                                  host_plan.plan_bucket(pages, ctx))

@@ -64,7 +64,10 @@ def capped_demand_curves(rate_fn, codes, counts, caps, grid):
     search) and :math:`D_h = C_h` for a host whose floors alone exceed its cap.
     ``codes[i]`` is page i's host; ``rate_fn`` maps a (k, n) block of per-page levels to
     rates. The pages are priced at k grid levels per numpy call (chunks of
-    ``_CHUNK_ELEMS`` values) and summed per host with one ``add.reduceat``.
+    ``_CHUNK_ELEMS`` values) and summed per host with one ``add.reduceat``. At every grid
+    level g <= m_h a page is priced at m_h, so when many (page, level) pairs lie there its
+    rate at m_h is computed once and only the levels above go through ``rate_fn``
+    (``rate_fn(inf)`` stands in for the others: cheap, and replaced).
     """
     grid = _check_grid(grid)
     codes = np.asarray(codes, dtype=np.int64)
@@ -77,9 +80,18 @@ def capped_demand_curves(rate_fn, codes, counts, caps, grid):
     present = np.flatnonzero(counts > 0)
     starts = (np.cumsum(counts) - counts)[present]
     order = None if np.all(codes[1:] >= codes[:-1]) else np.argsort(codes, kind="stable")
+    below = np.searchsorted(grid, hosts.cap_level, side="right")  # grid levels <= m_h
+    at_cap = None
+    if np.dot(counts, below) > 0.1 * codes.size * grid.size:
+        at_cap = np.asarray(rate_fn(page_level[None, :]))[0]
     step = max(1, _CHUNK_ELEMS // codes.size)
     for start in range(0, grid.size, step):
-        block = np.asarray(rate_fn(np.maximum(grid[start:start + step, None], page_level)))
+        g = grid[start:start + step, None]
+        if at_cap is None:
+            block = np.asarray(rate_fn(np.maximum(g, page_level)))
+        else:
+            above = g > page_level
+            block = np.where(above, rate_fn(np.where(above, g, np.inf)), at_cap)
         if order is not None:
             block = block[:, order]
         out[present, start:start + step] = np.add.reduceat(block, starts, axis=1).T

@@ -27,7 +27,6 @@ from jobs.core.audit_sample import day_unit
 from jobs.core.freshness import freshness
 from jobs.core.host_groups import HostGroups
 from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context, re-exported)
-from jobs.core.times import epoch_seconds as _epoch_s
 
 CANDIDATE_DDL = (  # one row per candidate visit: the _work/dt=D/candidates table
     "host string, url string, lane string, due_s double, priority double, p_changed double, "
@@ -44,6 +43,11 @@ PLAN_COLUMNS = CANDIDATE_COLUMNS + HOST_FIGURES
 SUMMARY_DDL = ("host string, cap long, n_fast long, n_refresh long, n_gone long, "
                "n_audit long, n_discovery long, lo double, hi double, bin long, bin_count long")
 SUMMARY_COLUMNS = [c.split()[0] for c in SUMMARY_DDL.split(", ")]
+# The page columns passes 1 and 2 read (pass 3 reads them all): allocate sends only these.
+LEVEL_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s", "gone",
+                 "crawl_delay_s", "max_fetches_per_day", "cap_factor")
+# Timestamp columns; plan_bucket takes them as timestamps or as epoch seconds (doubles).
+TIME_COLUMNS = ("last_fetch_at", "last_success_at", "pending_signal_at")
 
 
 def bucket_summary(pages: pd.DataFrame, ctx: PlanContext, f_low: float, f_high: float):
@@ -130,14 +134,13 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         The bucket's pages (any hosts; see :mod:`jobs.core.plan_work`) with url, lane,
         lambda_hat, importance, interval_s, gone, last_fetch_at, last_success_at, etag,
         last_modified, method_hint, crawl_delay_s, max_fetches_per_day and optionally
-        cap_factor, trust_etag, trust_lm, audit_wanted, pending_signal_at.
+        cap_factor, trust_etag, trust_lm, audit_wanted, pending_signal_at (the
+        :data:`TIME_COLUMNS` as timestamps or as epoch seconds).
     """
     b = plan_work.load(pages, ctx)
     pages, g, work = b.pages, b.groups, b.work
     rate, _ = plan_work.lane_rates(b, ctx)
-    last_fetch = _epoch_s(pages["last_fetch_at"])
-    last_success = _epoch_s(pages["last_success_at"])
-    signal_at = _epoch_s(plan_work.column(pages, "pending_signal_at", None))
+    last_fetch, last_success, signal_at = (plan_work.seconds(pages, c) for c in TIME_COLUMNS)
     known, gone = work["known"].to_numpy(), work["gone"].to_numpy()
     # A trusted push signal newer than the last fetch: due now, P(changed) = 1.
     signal = (~np.isnan(signal_at) & (np.isnan(last_fetch) | (signal_at > last_fetch)) & known)

@@ -26,6 +26,7 @@ import pandas as pd
 
 from jobs.core import lanes
 from jobs.core.host_groups import HostGroups
+from jobs.core.times import epoch_seconds
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,17 @@ def column(pages, name, default):
 
 def flag(pages, name, default: bool) -> np.ndarray:
     return column(pages, name, default).astype("boolean").fillna(default).to_numpy(dtype=bool)
+
+
+def seconds(pages, name) -> np.ndarray:
+    """Epoch seconds of a timestamp column (NaN where missing or absent), or the column
+    itself when it already holds them as numbers: allocate sends timestamps as doubles
+    (Spark's cast, whole microseconds / 1e6), which Arrow hands to pandas about three
+    times faster than timestamps."""
+    col = column(pages, name, None)
+    if pd.api.types.is_float_dtype(col.dtype) or pd.api.types.is_integer_dtype(col.dtype):
+        return col.to_numpy(dtype=float)
+    return epoch_seconds(col)
 
 
 @dataclass(frozen=True)
