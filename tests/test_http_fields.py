@@ -67,3 +67,108 @@ def test_header_checks_cover_the_published_header_columns():
 ])
 def test_request_text_refuses_what_could_split_a_request(value, ok):
     assert http_fields.safe_request_text(value) is ok
+
+
+# -- received HTTP-dates: the three forms RFC 9110 §5.6.7 makes a recipient accept ---------
+SUNDAY_1994 = 784111777  # Sun, 06 Nov 1994 08:49:37 GMT, the RFC's own example
+FETCHED = 1796083200     # 2026-12-01T00:00:00Z, the fetch that received the value
+
+
+@pytest.mark.parametrize("value", [
+    GOOD_DATE,                            # IMF-fixdate
+    "Sunday, 06-Nov-94 08:49:37 GMT",     # obsolete RFC 850 form
+    "Sun Nov  6 08:49:37 1994",           # ANSI C asctime(): SP SP DIGIT
+    "Sun Nov 06 08:49:37 1994",           # asctime's other date3: 2DIGIT
+])
+def test_the_three_forms_of_the_rfc_example_parse_to_the_same_instant(value):
+    assert http_fields.parse_http_date(value, FETCHED) == SUNDAY_1994
+
+
+@pytest.mark.parametrize("value, expected", [
+    # the limit is 50 years after the fetch, to the second
+    ("Tuesday, 01-Dec-76 00:00:00 GMT", 3374006400),     # 2076: exactly 50 years ahead
+    ("Wednesday, 01-Dec-76 00:00:01 GMT", 218246401),    # 2076 +1 s is too far: 1976
+    ("Friday, 01-Jan-27 00:00:00 GMT", 1798761600),      # next year stays ahead
+    ("Tuesday, 01-Dec-26 00:00:00 GMT", FETCHED),
+    ("Saturday, 01-Jan-77 00:00:00 GMT", 220924800),     # 2077 is > 50 years ahead
+])
+def test_rfc850_two_digit_years_are_read_as_of_the_fetch(value, expected):
+    assert http_fields.parse_http_date(value, FETCHED) == expected
+
+
+def test_rfc850_century_follows_the_fetch_not_the_clock():
+    in_2099 = 4083955200  # 2099-06-01: "10" is 11 years ahead, "80" would be 81 years ahead
+    assert http_fields.parse_http_date("Saturday, 01-Mar-10 00:00:00 GMT", in_2099) == \
+        4423075200       # 2110-03-01
+    assert http_fields.parse_http_date("Monday, 01-Mar-10 00:00:00 GMT", FETCHED) == \
+        1267401600       # 2010-03-01
+    # The weekday is checked against the year chosen: 1 Mar 2010 was a Monday, not 2110's Saturday.
+    assert http_fields.parse_http_date("Saturday, 01-Mar-10 00:00:00 GMT", FETCHED) is None
+    # No fetch time, no century: refused (the other two forms carry four digits).
+    for unknown in (None, float("nan")):
+        assert http_fields.parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT", unknown) is None
+        assert http_fields.parse_http_date("Sun Nov  6 08:49:37 1994", unknown) == SUNDAY_1994
+
+
+@pytest.mark.parametrize("value", [
+    # IMF-fixdate near-misses (as test_other_dates_fail)
+    GOOD_DATE + "\n", GOOD_DATE + "\r\nX: y", " " + GOOD_DATE, GOOD_DATE + " ",
+    "Mon, 06 Nov 1994 08:49:37 GMT", "Sun, 31 Feb 1994 08:49:37 GMT",
+    "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:49:60 GMT",
+    "Sun, \u0660\u0666 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 gmt",
+    "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT", "Sun 06 Nov 1994 08:49:37 GMT",
+    "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 +0000", "Sun, 06 Nov 0000 08:49:37 GMT",
+    # RFC 850 near-misses
+    "Sunday, 06-Nov-94 08:49:37 GMT\n", "Sunday, 06-Nov-94 08:49:37 GMT\r\nX: y",
+    " Sunday, 06-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT ",
+    "Sun, 06-Nov-94 08:49:37 GMT",        # short day name
+    "sunday, 06-Nov-94 08:49:37 GMT", "Sunday, 06-nov-94 08:49:37 GMT",  # case-sensitive
+    "Monday, 06-Nov-94 08:49:37 GMT",     # 6 Nov 1994 was a Sunday
+    "Saturday, 06-Nov-94 08:49:37 GMT",   # ... and it is not 2094 (a Saturday)
+    "Sunday, 06 Nov 94 08:49:37 GMT", "Sunday,06-Nov-94 08:49:37 GMT",
+    "Sunday, 6-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT",
+    "Sunday, 06-Nov-94 8:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 UTC",
+    "Sunday, 06-Nov-94 08:49:37", "Sunday, 31-Feb-94 08:49:37 GMT",
+    "Sunday, 06-Nov-94 24:00:00 GMT", "Sunday, \u0660\u0666-Nov-94 08:49:37 GMT",
+    "Sunday, 06-Nov-\u0669\u0664 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT\x85",
+    # asctime near-misses
+    "Sun Nov  6 08:49:37 1994\n", "Sun Nov  6 08:49:37 1994\r\nX: y", " Sun Nov  6 08:49:37 1994",
+    "Sun Nov  6 08:49:37 1994 ", "Sun Nov 6 08:49:37 1994",   # one space before one digit
+    "Sun Nov  06 08:49:37 1994",          # two spaces before two digits
+    "Sun Nov\t 6 08:49:37 1994", "Sun Nov  6 08:49:37 94", "Sun Nov  6 08:49:37 1994 GMT",
+    "Sun, Nov  6 08:49:37 1994", "Sunday Nov  6 08:49:37 1994", "sun nov  6 08:49:37 1994",
+    "Mon Nov  6 08:49:37 1994", "Sun Nov 31 08:49:37 1994", "Sun Nov  6 24:00:00 1994",
+    "Sun Nov \u0666 08:49:37 1994", "Sun Nov  6 08:49:37 \u0661\u0669\u0669\u0664",
+    # not dates at all
+    "yesterday", "", "784111777", None, 784111777, b"Sun, 06 Nov 1994 08:49:37 GMT",
+    GOOD_DATE * 20,
+])
+def test_near_misses_of_every_form_are_refused(value):
+    assert http_fields.parse_http_date(value, FETCHED) is None
+    assert np.isnan(http_fields.parse_http_dates([value], [FETCHED])[0])
+    assert http_fields.normalise_http_dates([value], [FETCHED])[0] is value  # kept, never sent
+    assert http_fields.valid_http_date(value) is False or value == GOOD_DATE
+
+
+def test_imf_fixdate_matches_the_standard_library_and_parses_back():
+    from email.utils import formatdate
+
+    rng = np.random.default_rng(7)
+    # 1900-2100, plus the epoch and the RFC example
+    for s in [0, SUNDAY_1994, *rng.integers(-2_208_988_800, 4_102_444_800, 2000).tolist()]:
+        text = http_fields.imf_fixdate(s)
+        assert text == formatdate(s, usegmt=True)
+        assert http_fields.valid_http_date(text) and http_fields.parse_http_date(text) == s
+
+
+def test_received_dates_are_kept_as_the_imf_fixdate_that_is_sent():
+    values = [GOOD_DATE, "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
+              "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov 6 08:49:37 1994", "soon", None]
+    at = [FETCHED, FETCHED, np.nan, np.nan, FETCHED, FETCHED, FETCHED]
+    kept = http_fields.normalise_http_dates(values, at)
+    assert kept.tolist() == [GOOD_DATE, GOOD_DATE, GOOD_DATE,
+                             "Sunday, 06-Nov-94 08:49:37 GMT",  # no fetch time: no century
+                             "Sun Nov 6 08:49:37 1994", "soon", None]
+    # What may be sent stays IMF-fixdate only.
+    assert http_fields.clean_dates(pd.Series(kept)).tolist() == [GOOD_DATE] * 3 + [None] * 4
+    assert http_fields.parse_http_dates(kept[:3]).tolist() == [SUNDAY_1994] * 3

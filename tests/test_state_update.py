@@ -122,6 +122,26 @@ def test_trusted_last_modified_dates_the_change():
     assert untrusted.lm_n == 0 and untrusted[[c for c in STATS_COLUMNS if c.startswith("chg_n")]].sum() == 1
 
 
+def test_last_modified_in_any_http_date_form_dates_the_change_and_is_kept_as_imf():
+    # The same two dates as above, received as asctime and RFC 850 (RFC 9110 §5.6.7).
+    lm0, lm1 = "Sun Nov  1 00:00:00 2026", "Monday, 02-Nov-26 18:00:00 GMT"
+    s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, None, lm0, "a")]),
+                  "2026-11-01")
+    assert s1.iloc[0].last_modified == "Sun, 01 Nov 2026 00:00:00 GMT"
+    s2 = fold_day(s1, logs([("u", "2026-11-03T00:00Z", 200, None, lm1, "b")]), "2026-11-03")
+    r = s2.iloc[0]
+    assert r.lm_changes == 1 and r.lm_exposure == pytest.approx(0.25)  # 6 h since modification
+    assert r.last_modified == "Mon, 02 Nov 2026 18:00:00 GMT"  # what If-Modified-Since sends
+    # The same instant in another form is the same validator (not a volatile one); a value
+    # that is no HTTP-date is kept as received (and never sent).
+    s3 = fold_day(s2, logs([("u", "2026-11-04T00:00Z", 200, None, "Mon Nov  2 18:00:00 2026",
+                             "b")]), "2026-11-04").iloc[0]
+    assert s3.ev_lm_agree_same == 1 and s3.ev_lm_volatile == 0
+    s4 = fold_day(s2, logs([("u", "2026-11-04T00:00Z", 200, None, "Mon Nov 2 18:00:00 2026",
+                             "b")]), "2026-11-04").iloc[0]
+    assert s4.last_modified == "Mon Nov 2 18:00:00 2026" and s4.ev_lm_volatile == 1
+
+
 def test_statistics_decay_with_the_half_life():
     p = replace(P, half_life_days=10.0)
     s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, None, None, "a")]),

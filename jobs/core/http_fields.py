@@ -19,11 +19,24 @@ Three rules keep the checks honest:
 
 ``verify`` re-checks every published header value with the same functions
 (:data:`HEADER_CHECKS`), so the planner and the check cannot drift apart.
+
+**HTTP dates** (RFC 9110 §5.6.7): a recipient must accept three forms, so a Last-Modified
+received in any of them is parsed (:func:`parse_http_date`)::
+
+    Sun, 06 Nov 1994 08:49:37 GMT    IMF-fixdate
+    Sunday, 06-Nov-94 08:49:37 GMT   obsolete RFC 850 format (two-digit year)
+    Sun Nov  6 08:49:37 1994         ANSI C asctime() format
+
+but a sender must generate IMF-fixdate, so only that form is ever sent as If-Modified-Since
+(:func:`valid_http_date`): the state keeps every Last-Modified received in the other two
+forms rewritten into it (:func:`normalise_http_dates`). The grammar is case-sensitive, as the
+RFC says.
 """
 from __future__ import annotations
 
+import math
 import re
-from datetime import datetime
+from datetime import date, datetime, timezone
 
 import numpy as np
 import pandas as pd
@@ -35,8 +48,20 @@ _ETAG = re.compile(r'(?:W/)?"[\x21\x23-\x7e]*"')
 # "Sun, 06 Nov 1994 08:49:37 GMT" (the only HTTP-date form we send back).
 _DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTH_NO = {name: number for number, name in enumerate(_MONTHS, start=1)}
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _IMF = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|"
                   r"Aug|Sep|Oct|Nov|Dec) ([0-9]{4}) ([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT")
+# rfc850-date = day-name-l "," SP date2 SP time-of-day SP GMT ; date2 = day "-" month "-" 2DIGIT
+_DAY_NAMES_L = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_RFC850 = re.compile(r"(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), "
+                     r"([0-9]{2})-(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-([0-9]{2}) "
+                     r"([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT")
+# asctime-date = day-name SP date3 SP time-of-day SP year ; date3 = month SP (2DIGIT / (SP DIGIT))
+_ASCTIME = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|"
+                      r"Nov|Dec) ([0-9]{2}| [0-9]) ([0-9]{2}):([0-9]{2}):([0-9]{2}) ([0-9]{4})")
+# RFC 9110: an RFC 850 date more than this many years in the future is of the century before.
+_RFC850_WINDOW_YEARS = 50
 MAX_LEN = 512
 # C0 controls, SP, DEL and C1 controls: never inside a request target or a Host value.
 _UNSAFE_TEXT = re.compile(r"[\x00-\x20\x7f-\x9f]")
@@ -56,18 +81,122 @@ def valid_http_date(value) -> bool:
     must be the date's weekday: a value that disagrees with itself is not one a server
     wrote honestly, and we would not know which half it means.
     """
-    if not isinstance(value, str):
-        return False
-    m = _IMF.fullmatch(value)
-    if m is None:
-        return False
-    day_name, day, month, year, hour, minute, second = m.groups()
+    return (isinstance(value, str) and _IMF.fullmatch(value) is not None
+            and parse_http_date(value) is not None)
+
+
+def _instant(day_name, names, year, month, day, hour, minute, second) -> int | None:
+    """Unix seconds of a date that exists and falls on ``day_name``, else None."""
     try:
-        when = datetime(int(year), _MONTHS.index(month) + 1, int(day),
-                        int(hour), int(minute), int(second))
+        when = date(year, _MONTH_NO[month], day)
     except ValueError:
-        return False
-    return _DAY_NAMES[when.weekday()] == day_name
+        return None
+    # A leap second ":60" is refused too: it only costs a full fetch.
+    if hour > 23 or minute > 59 or second > 59 or names[when.weekday()] != day_name:
+        return None
+    return (when.toordinal() - _EPOCH_ORDINAL) * 86400 + hour * 3600 + minute * 60 + second
+
+
+def _rfc850_year(yy: int, rest: tuple, received_at_s) -> int | None:
+    """The year of an RFC 850 date with two-digit year ``yy``, received at ``received_at_s``.
+
+    RFC 9110 §5.6.7: a timestamp that appears to be more than 50 years in the future is of
+    the most recent past year with the same last two digits. So the year is the one ending
+    in ``yy`` whose date falls in the 100 years that end 50 years after the fetch (the
+    latest one not more than 50 years ahead). "Now" is the fetch that received the value,
+    never the clock: a replay of old logs reads them as they were read then. ``rest`` is
+    (month, day, hour, minute, second). None without a usable fetch time.
+    """
+    try:
+        ref = datetime.fromtimestamp(float(received_at_s), timezone.utc)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
+    year = ref.year - ref.year % 100 + yy
+    # (year, month, day, time) tuples compare like instants, with no "+50 years" date to
+    # build (29 Feb).
+    limit = (ref.year + _RFC850_WINDOW_YEARS, ref.month, ref.day, ref.hour, ref.minute,
+             ref.second)
+    if (year, *rest) > limit:
+        return year - 100
+    if (year + 100, *rest) <= limit:
+        return year + 100
+    return year
+
+
+def parse_http_date(value, received_at_s=None) -> int | None:
+    """Unix seconds of an HTTP-date in any of the three forms of RFC 9110 §5.6.7, else None.
+
+    Same rules as :func:`valid_http_date` for every form: the whole string matches its
+    grammar, the date and time exist, the day name is the date's weekday.
+
+    Parameters
+    ----------
+    value : object
+        The received field value (anything that is not a ``str`` is None).
+    received_at_s : float, optional
+        Unix seconds of the fetch that received it; decides an RFC 850 date's century (see
+        :func:`_rfc850_year`). Without it (None/NaN) an RFC 850 date is refused.
+    """
+    if not isinstance(value, str) or len(value) > MAX_LEN:
+        return None
+    if (m := _IMF.fullmatch(value)) is not None:
+        day_name, day, month, year, hh, mm, ss = m.groups()
+        return _instant(day_name, _DAY_NAMES, int(year), month, int(day), int(hh), int(mm),
+                        int(ss))
+    if (m := _ASCTIME.fullmatch(value)) is not None:
+        day_name, month, day, hh, mm, ss, year = m.groups()
+        return _instant(day_name, _DAY_NAMES, int(year), month, int(day), int(hh), int(mm),
+                        int(ss))
+    if (m := _RFC850.fullmatch(value)) is not None:
+        day_name, day, month, yy, hh, mm, ss = m.groups()
+        rest = (_MONTH_NO[month], int(day), int(hh), int(mm), int(ss))
+        year = _rfc850_year(int(yy), rest, received_at_s)
+        if year is None:
+            return None
+        return _instant(day_name, _DAY_NAMES_L, year, month, int(day), int(hh), int(mm),
+                        int(ss))
+    return None
+
+
+def imf_fixdate(epoch_s: int) -> str:
+    """The IMF-fixdate of Unix seconds ``epoch_s`` (the only HTTP-date form we send)."""
+    when = datetime.fromtimestamp(int(epoch_s), timezone.utc)
+    return (f"{_DAY_NAMES[when.weekday()]}, {when.day:02d} {_MONTHS[when.month - 1]} "
+            f"{when.year:04d} {when.hour:02d}:{when.minute:02d}:{when.second:02d} GMT")
+
+
+def _received(values: list, received_at_s) -> list:
+    if received_at_s is None:
+        return [None] * len(values)
+    return np.asarray(received_at_s, dtype=float).tolist()
+
+
+def parse_http_dates(values, received_at_s=None) -> np.ndarray:
+    """:func:`parse_http_date` of each value (float Unix seconds; NaN where refused).
+
+    ``received_at_s``: each value's fetch time (Unix seconds, NaN where unknown), or None.
+    """
+    values = list(values)
+    out = [parse_http_date(v, r) for v, r in zip(values, _received(values, received_at_s))]
+    return np.array([math.nan if s is None else s for s in out], dtype=float)
+
+
+def normalise_http_dates(values, received_at_s) -> np.ndarray:
+    """Received Last-Modified values with every HTTP-date rewritten as IMF-fixdate.
+
+    An RFC 850 or asctime date becomes the IMF-fixdate of the same instant (so it can be
+    sent back as If-Modified-Since, and compares equal to the same date in another form);
+    an IMF-fixdate, and anything that is no HTTP-date at all, is kept as it is (the latter
+    is never sent: :func:`clean_dates`). ``received_at_s`` as in :func:`parse_http_dates`.
+    """
+    values = list(values)
+    out = np.array(values, dtype=object)
+    for i, (v, r) in enumerate(zip(values, _received(values, received_at_s))):
+        if isinstance(v, str) and _IMF.fullmatch(v) is None:
+            s = parse_http_date(v, r)
+            if s is not None:
+                out[i] = imf_fixdate(s)
+    return out
 
 
 def safe_request_text(value) -> bool:

@@ -44,16 +44,6 @@ EVIDENCE_COLUMNS = (
     "ev_audit_n", "ev_audit_fresh",
 )
 
-_HTTP_DATE = "%a, %d %b %Y %H:%M:%S GMT"
-
-
-def parse_http_date_s(values) -> np.ndarray:
-    """Epoch seconds of IMF-fixdate strings (RFC 9110 §5.6.7); NaN where unparseable."""
-    ts = pd.to_datetime(pd.Series(values, dtype=object), format=_HTTP_DATE, utc=True,
-                        errors="coerce")
-    return ((ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(1, "s")).to_numpy(dtype=float)
-
-
 def is_error(status) -> np.ndarray:
     """Status 0 (network error/timeout), 429 or 5xx: no observation, counted for health."""
     st = np.asarray(status)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from jobs.core import adaptive, estimators_stats as es, observations as ob
+from jobs.core import adaptive, estimators_stats as es, http_fields, observations as ob
 from jobs.core.estimators import estimate_rate
 from jobs.core.times import epoch_seconds as _to_seconds
 from jobs.core.times import DAY_S
@@ -156,12 +156,14 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     t_fetch = _to_seconds(logs["fetched_at"])
     status = logs["status"].to_numpy(dtype=np.int64)
     l_etag = logs["etag"].to_numpy(dtype=object)
-    l_lm = logs["last_modified"].to_numpy(dtype=object)
+    # RFC 9110 accepts three HTTP-date forms but sends IMF-fixdate only: every date is kept
+    # in that form (an RFC 850 year read as of the row's fetch), ready for If-Modified-Since.
+    l_lm = http_fields.normalise_http_dates(logs["last_modified"].to_numpy(dtype=object), t_fetch)
     l_hash = logs["content_hash"].to_numpy(dtype=object)
     l_trust_etag, l_trust_lm = _col(logs, "trust_etag", False), _col(logs, "trust_lm", False)
     # Only a trusted Last-Modified is ever read as a change time: parse just those.
     l_lm_s = np.full(len(logs), np.nan)
-    l_lm_s[l_trust_lm] = ob.parse_http_date_s(l_lm[l_trust_lm])
+    l_lm_s[l_trust_lm] = http_fields.parse_http_dates(l_lm[l_trust_lm])
     is_audit = (logs["lane"].to_numpy(dtype=object) == "audit") if "lane" in logs \
         else np.zeros(len(logs), bool)  # (recomputed after the sort)
     obs_rows, obs_t, obs_chg, obs_lm = [], [], [], []
