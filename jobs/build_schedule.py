@@ -42,6 +42,10 @@ class AbsurdScheduleError(RuntimeError):
 
 
 def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_end: float):
+    # Rows expire at the end of the window they were planned for: the next day's plan
+    # replaces them, and a fetcher left without one must not replay a stale day.
+    expires_at = pd.Timestamp(round(window_end * 1e6), unit="us", tz="UTC")
+
     def write_group(pdf: pd.DataFrame) -> pd.DataFrame:
         placed, min_ratio = [], np.inf
         for _, g in pdf.groupby("host", sort=True):
@@ -52,7 +56,7 @@ def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_en
             if len(t) > 1:  # measured on the times as written
                 gaps = np.diff(np.sort(stamps.asi8)) / 1e6
                 min_ratio = min(min_ratio, float(gaps.min() / delay))
-            placed.append(g.assign(not_before=stamps))
+            placed.append(g.assign(not_before=stamps, expires_at=expires_at))
         rows = pd.concat(placed, ignore_index=True)
         info = shards.write_shard(rows[schemas.SCHEDULE.names], out_dir,
                                   int(pdf["shard"].iloc[0]), n_shards=n_shards)
@@ -105,7 +109,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     alloc = read_stage_record(cfg, run_date, "allocate")
     check_schedule(infos, bp.daily_fetches, int(alloc.get("due_total", 0)))
     clean = [shards.shard_info_from_record(i) for i in sorted(infos, key=lambda i: i["shard"])]
-    shards.write_shard_index(out_dir, clean)
+    shards.write_shard_index(out_dir, clean, n_shards=n_shards)
 
     per_lane = {lane: sum(i["lanes"].get(lane, 0) for i in clean)
                 for lane in LANES}

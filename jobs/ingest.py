@@ -29,9 +29,72 @@ def lateness_horizon(cfg: Config, run_date: str) -> Optional[datetime]:
         return None
 
 
+# A fetch-log file without the column, or a null in it, was written before the column
+# existed, when version 1 was the only fingerprint version (docs/fingerprint.md).
+LEGACY_FINGERPRINT_VERSION = 1
+
+
+class MixedFingerprintVersions(schemas.SchemaError):
+    """A day's fetch logs mix content-fingerprint versions; ``versions`` maps each version
+    to the files holding it. Hashes of different versions must never be compared."""
+
+    def __init__(self, uri: str, versions: dict[int, list[str]]) -> None:
+        self.versions = versions
+        shown = "; ".join(f"version {v}: {len(files)} file(s), e.g. {files[0]}"
+                          for v, files in sorted(versions.items()))
+        super().__init__(schemas.FETCH_LOG.name, uri, "fingerprint_version",
+                         f"the day mixes fingerprint versions ({shown}); refused rather than "
+                         "compare hashes of different versions (docs/fleet.md)")
+
+
+def fingerprint_versions(footer: schemas.Footer) -> set[int]:
+    """The fingerprint versions in one fetch-log file: from its row-group statistics when
+    every row group has them, else from its ``fingerprint_version`` column alone."""
+    name = "fingerprint_version"
+    idx = footer.schema.get_field_index(name)
+    if idx < 0 or footer.num_rows == 0:
+        return {LEGACY_FINGERPRINT_VERSION} if footer.num_rows else set()
+    meta, found = footer.metadata, set()
+    leaf = meta.schema.names.index(name) if meta is not None and name in meta.schema.names else -1
+    for g in range(meta.num_row_groups if leaf >= 0 else 0):
+        column = meta.row_group(g).column(leaf)
+        stats = column.statistics
+        if stats is None or not stats.has_null_count or (
+                stats.null_count < column.num_values and not stats.has_min_max):
+            break
+        if stats.null_count:
+            found.add(LEGACY_FINGERPRINT_VERSION)
+        if stats.has_min_max:
+            found.update({int(stats.min), int(stats.max)})
+    else:
+        if leaf >= 0:
+            return found
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    fs = storage.filesystem_for(footer.path)
+    path = footer.path.split("://", 1)[1] if "://" in footer.path else footer.path
+    values = pq.read_table(path, columns=[name], filesystem=fs)[name]
+    found = {int(v) for v in pc.unique(values.drop_null()).to_pylist()}
+    return found | ({LEGACY_FINGERPRINT_VERSION} if values.null_count else set())
+
+
+def check_fingerprint_versions(uri: str, footers: list[schemas.Footer]) -> int | None:
+    """The day's one fingerprint version (None: no rows), or MixedFingerprintVersions."""
+    versions: dict[int, list[str]] = {}
+    for footer in footers:
+        found = fingerprint_versions(footer)
+        for version in found:
+            versions.setdefault(version, []).append(footer.path)
+        if len(versions) > 1 or len(found) > 1:
+            raise MixedFingerprintVersions(uri, versions)
+    return next(iter(versions), None)
+
+
 def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> list[schemas.Footer]:
     """Every file of ``uri`` checked against ``contract``; a required partition must hold
-    at least one row (a lone 0-row file is an empty partition, not an empty day)."""
+    at least one row (a lone 0-row file is an empty partition, not an empty day). A
+    fetch-log day must also hold one fingerprint version (MixedFingerprintVersions)."""
     files = storage.list_parquet_files(uri)
     if not files and required:
         raise schemas.SchemaError(contract.name, uri, None, "no Parquet files found")
@@ -39,6 +102,8 @@ def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> lis
     if required and sum(f.num_rows for f in footers) == 0:
         raise schemas.SchemaError(contract.name, uri, None,
                                   f"empty partition (0 rows in {len(footers)} file(s))")
+    if contract is schemas.FETCH_LOG:
+        check_fingerprint_versions(uri, footers)
     return footers
 
 
@@ -177,7 +242,9 @@ def read_fetch_logs(spark, cfg: Config, run_date: str, cached: list | None = Non
         cached.append(df)
         reason = F.col("_reason_checked")
     clean, bad = _split(df, reason, "fetch_logs", cols)
-    return _clean_host(clean.drop("_reason_checked")), bad
+    # checked_footers proved the day holds one fingerprint version: the column has done
+    # its job, and the stages downstream keep the columns they had.
+    return _clean_host(clean.drop("_reason_checked", "fingerprint_version")), bad
 
 
 def split_stale_rows(logs, prev_state, quarantined=None, cached: list | None = None):

@@ -15,9 +15,11 @@ the lock held or loses the manifest swap, and exits with PublishConflict (CLI st
 without having changed anything live. Nothing is deleted before the swap, so a publish
 killed at any point leaves the previous manifest and all its files readable.
 
-Reader protocol: GET ``_manifest.json``, then GET the listed keys and check their
-sha256. If a listed key returns 404, a republish replaced the day between the two
-reads: re-read the manifest and start over (``jobs.verify.read_schedule`` does this).
+Reader protocol (docs/fleet.md): GET ``_manifest.json``, accept it if its MAJOR schema
+version is the reader's, then GET the listed keys and check their sha256; a shard listed
+with 0 rows has no file. If a listed key returns 404 (or 403 without ``s3:ListBucket``), a
+republish may have replaced the day between the two reads: re-read the manifest and start
+over (``jobs.fleet.reader`` and ``jobs.verify.read_schedule`` do this).
 
 The manifest holds no wall-clock time or random ids, so republishing the same inputs
 leaves byte-identical objects. Creating the bucket is not part of publishing
@@ -44,8 +46,8 @@ from jobs.objstore import (ObjectNotFound, PreconditionFailed, make_s3_client, o
                            parse_location, with_retries)
 from jobs.paths import (MANIFEST_NAME, check_date, join_key, schedule_day_prefix,
                         schedule_lock_key)
-from jobs.fleet.schedule import (SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION, SHARD_INDEX_NAME,
-                                 parse_shard_index)
+from jobs.fleet.manifest import MANIFEST_VERSION
+from jobs.fleet.schedule import SCHEDULE_SCHEMA, SHARD_INDEX_NAME, parse_staged_day
 
 DEFAULT_LOCK_LEASE_S = 60.0
 EXIT_LOST = 3  # CLI status of a publish that lost to a concurrent one
@@ -88,8 +90,14 @@ def manifest_bytes(manifest: dict) -> bytes:
     return json.dumps(manifest, sort_keys=True, indent=2, allow_nan=False).encode() + b"\n"
 
 
-def build_manifest(date: str, prefix: str, infos: list[dict], manifest_extra: dict) -> dict:
-    """The manifest for ``infos`` (shard infos) published under key prefix ``prefix``."""
+def build_manifest(date: str, prefix: str, infos: list[dict], manifest_extra: dict, *,
+                   n_shards: int) -> dict:
+    """The manifest for ``infos`` (shard infos) published under key prefix ``prefix``.
+
+    Version :data:`~jobs.fleet.manifest.MANIFEST_VERSION`: ``files`` lists the data files,
+    ``shards`` every shard ``0 .. n_shards-1`` with its row count (0 and ``key`` null for a
+    shard without rows, which has no file) and ``shard_count`` is ``n_shards``.
+    """
     files = [{"key": join_key(prefix, info["file"]), "shard": info["shard"], "rows": info["rows"],
               "bytes": info["bytes"], "sha256": info["sha256"], "hosts": info["hosts"],
               "lanes": dict(sorted(info["lanes"].items()))} for info in infos]
@@ -97,11 +105,17 @@ def build_manifest(date: str, prefix: str, infos: list[dict], manifest_extra: di
     for item in files:
         for lane, rows in item["lanes"].items():
             lanes[lane] = lanes.get(lane, 0) + rows
+    by_shard = {f["shard"]: f for f in files}
+    shards = [{"shard": s, "rows": by_shard[s]["rows"] if s in by_shard else 0,
+               "hosts": by_shard[s]["hosts"] if s in by_shard else 0,
+               "key": by_shard[s]["key"] if s in by_shard else None} for s in range(n_shards)]
     return {
-        "schema_version": SCHEDULE_SCHEMA_VERSION,
+        "schema_version": MANIFEST_VERSION,
         "columns": [[field.name, str(field.type)] for field in SCHEDULE_SCHEMA],
         "date": date,
         "prefix": prefix,
+        "shard_count": n_shards,
+        "shards": shards,
         "files": sorted(files, key=lambda f: f["shard"]),
         "totals": {"files": len(files), "rows": sum(f["rows"] for f in files),
                    "bytes": sum(f["bytes"] for f in files),
@@ -279,13 +293,13 @@ def publish(staging_dir: str, target: str, date: str, manifest_extra: dict, *,
                                     max_pool_connections=max_workers)
     store, location = open_store(target, endpoint_url=endpoint_url,
                                  max_pool_connections=max_workers, sse_kms_key_id=sse_kms_key_id)
-    infos = parse_shard_index(retrying(lambda: source.get_bytes(
+    n_shards, infos = parse_staged_day(retrying(lambda: source.get_bytes(
         join_key(source_loc.prefix, SHARD_INDEX_NAME))), source=source_loc.uri(SHARD_INDEX_NAME))
     lock = DayLock(store, schedule_lock_key(location.prefix, date), lock_lease_s, retrying)
     lock.acquire()
     try:
         return _publish_locked(_Run(source, source_loc, store, target, date, infos, retrying,
-                                    max_workers), manifest_extra, lock)
+                                    max_workers, n_shards), manifest_extra, lock)
     finally:
         lock.release()
 
@@ -302,6 +316,7 @@ class _Run:
     infos: list
     retrying: object
     max_workers: int
+    n_shards: int
 
     @property
     def prefix(self) -> str:
@@ -393,7 +408,8 @@ def _publish_locked(run: _Run, manifest_extra: dict, lock: DayLock) -> PublishRe
     manifest_key = join_key(run.prefix, MANIFEST_NAME)
     base = run.retrying(lambda: run.store.head(manifest_key))
     outcomes = _upload_all(run)
-    manifest = build_manifest(run.date, run.prefix, run.infos, manifest_extra)
+    manifest = build_manifest(run.date, run.prefix, run.infos, manifest_extra,
+                              n_shards=run.n_shards)
     body = manifest_bytes(manifest)
     lock.check()
     _swap_manifest(run, manifest_key, body, base)

@@ -8,7 +8,7 @@ our exact Arrow widths; extra columns in inputs are ignored.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import pyarrow as pa
@@ -105,6 +105,8 @@ class Footer:
     path: str
     schema: pa.Schema
     num_rows: int
+    # The whole footer (row-group statistics), for checks that need more than the schema.
+    metadata: object = field(default=None, compare=False, repr=False)
 
 
 def check_files(contract: Contract, files: list[str]) -> list[Footer]:
@@ -124,7 +126,7 @@ def check_files(contract: Contract, files: list[str]) -> list[Footer]:
         except Exception as exc:  # noqa: BLE001 - any failure to read a footer is "unreadable"
             raise SchemaError(contract.name, path, None, f"unreadable Parquet file ({exc})") from exc
         check_schema(contract, schema, path)
-        footers.append(Footer(path, schema, meta.num_rows))
+        footers.append(Footer(path, schema, meta.num_rows, meta))
     return footers
 
 
@@ -146,6 +148,10 @@ FETCH_LOG = Contract("fetch_logs", "fetch_logs/dt=YYYY-MM-DD/*.parquet",
     C("elapsed_ms", "int32", "response time", True, False),
     C("lane", "string", "the schedule row's lane (refresh, fast, discovery or audit; `audit` "
                         "rows are measurement-only and scored by the freshness audit)", True, False),
+    C("fingerprint_version", "int32", "`FINGERPRINT_VERSION` that computed `content_hash` "
+                                      "(docs/fingerprint.md); absent or null: 1, the only "
+                                      "version before the column. A day whose rows mix versions "
+                                      "is refused (`MixedFingerprintVersions`)", True, False),
 ))
 
 IMPORTANCE = Contract("importance", "importance/*.parquet",
@@ -280,6 +286,10 @@ SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
     C("if_modified_since", "string", "If-Modified-Since value (validated HTTP-date)", True),
     C("priority", "float", "importance x P(changed); higher goes first"),
     C("p_changed", "float", "P(changed since the last fetch) at not_before"),
+    C("crawl_delay_s", "float", "the host's crawl delay the rows were placed with (seconds; "
+                                "the same on every row of a host): keep it between requests"),
+    C("expires_at", "timestamp", "when the row must no longer be used (UTC): the end of the "
+                                 "plan's window, D+2 00:00"),
 ))
 
 QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from jobs.fleet.schedule import (SCHEDULE_SCHEMA, SCHEDULE_SCHEMA_VERSION, SHARD_INDEX_NAME,
+from jobs.fleet.schedule import (SCHEDULE_SCHEMA, SHARD_INDEX_NAME, SHARD_INDEX_VERSION,
                                  ScheduleSchemaError, check_schedule_values, check_shard_info,
                                  filesystem_for)
 
@@ -36,7 +36,7 @@ SHARD_COLUMN = "shard"  # grouping column the Spark job adds; dropped before wri
 # of input order: host, then time, then the rest (tests check it names every column once).
 SORT_KEYS = [(name, "ascending") for name in
              ("host", "not_before", "url", "lane", "method", "if_none_match",
-              "if_modified_since", "priority", "p_changed")]
+              "if_modified_since", "priority", "p_changed", "crawl_delay_s", "expires_at")]
 ROW_GROUP_ROWS = 65_536
 # Fixed writer options: same rows + same pyarrow version => same bytes.
 PARQUET_OPTIONS = dict(version="2.6", compression="zstd", compression_level=3,
@@ -168,19 +168,25 @@ def shard_info_from_record(record: Mapping) -> dict:
     return info
 
 
-def write_shard_index(out_dir: str, infos: Iterable[Mapping]) -> str:
+def write_shard_index(out_dir: str, infos: Iterable[Mapping], *, n_shards: int) -> str:
     """Write ``_shards.json`` (sorted by shard) next to the shard files; returns its path.
 
     The driver calls this after the Spark job, from the collected info rows. Identical
     duplicates (speculative task attempts) collapse; conflicting ones are an error.
+    ``n_shards`` is the day's shard count: shards without rows have no file and no info,
+    and the published manifest lists them as empty.
     """
+    if isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1:
+        raise ValueError(f"n_shards must be a positive int, got {n_shards!r}")
     by_shard: dict[int, dict] = {}
     for info in map(check_shard_info, infos):
         previous = by_shard.setdefault(info["shard"], info)
         if previous != info:
             raise ValueError(f"two different files for shard {info['shard']}: "
                              f"{previous['file']} and {info['file']}")
-    index = {"schema_version": SCHEDULE_SCHEMA_VERSION,
+    if any(shard >= n_shards for shard in by_shard):
+        raise ValueError(f"shard ids {sorted(by_shard)[-1]} >= n_shards {n_shards}")
+    index = {"schema_version": SHARD_INDEX_VERSION, "n_shards": n_shards,
              "shards": [by_shard[s] for s in sorted(by_shard)]}
     fs, base = filesystem_for(out_dir)
     fs.create_dir(base, recursive=True)

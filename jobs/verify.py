@@ -14,9 +14,10 @@ file, row (0-based, in the file's order) and column.
 Politeness across midnight: when the previous day's manifest exists on the target, its
 files are read too (only ``host`` and ``not_before``, file by file) and, per host, the
 first visit of this day must be at least the host's crawl delay after the last visit of
-the previous day. Schedule rows do not carry the crawl delay, so the delays come from the
-caller (``crawl_delays`` / ``default_crawl_delay_s``) or, failing that, from the config
-the manifest records: its ``host_policy/`` table and ``politeness.default_crawl_delay_s``.
+the previous day. The delays come from the caller (``crawl_delays`` /
+``default_crawl_delay_s``) or, failing that, from the config the manifest records: its
+``host_policy/`` table and ``politeness.default_crawl_delay_s`` (rows carry ``crawl_delay_s``
+since manifest 2.0, but a previous day published before that does not).
 A previous day that exists but cannot be read, or a day whose delays cannot be known,
 fails verification rather than passing unchecked.
 """
@@ -40,7 +41,8 @@ import pyarrow.parquet as pq
 from jobs.core.http_fields import HEADER_CHECKS, safe_request_text
 from jobs.objstore import ObjectAccessDenied, ObjectNotFound, open_store, with_retries
 from jobs.paths import check_date, previous_day, schedule_day_prefix, schedule_manifest_key
-from jobs.fleet.schedule import SCHEDULE_SCHEMA, manifest_problem, schedule_frame, shard_problem
+from jobs.fleet.schedule import (SCHEDULE_SCHEMA, ScheduleSchemaError, check_schedule_values,
+                                 manifest_problem, schedule_frame, shard_problem)
 
 READ_ATTEMPTS = 3  # manifest re-reads when a republish races a reader
 BATCH_ROWS = 65_536  # rows held at once while re-checking a file's values
@@ -80,8 +82,13 @@ class VerifyResult:
         return json.loads(json.dumps(asdict(self)))
 
 
-def load_manifest(store, manifest_key: str, where: str) -> dict:
-    """Fetch and structurally check a manifest; raise VerificationError if unusable."""
+def load_manifest(store, manifest_key: str, where: str, *, legacy_ok: bool = False) -> dict:
+    """Fetch and structurally check a manifest; raise VerificationError if unusable.
+
+    ``legacy_ok`` also accepts a major-1 manifest (integer ``schema_version`` 1, before
+    ``shards``/``shard_count``) with its ``files`` list: only for the previous day's last
+    visits, so the first day published as 2.x can still be checked across midnight.
+    """
     try:
         manifest = json.loads(with_retries(lambda: store.get_bytes(manifest_key)))
     except ObjectNotFound:
@@ -91,6 +98,9 @@ def load_manifest(store, manifest_key: str, where: str) -> dict:
     except json.JSONDecodeError as exc:
         raise VerificationError([f"manifest at {where} is not JSON: {exc}"]) from None
     problem = manifest_problem(manifest, where)
+    if problem and legacy_ok and isinstance(manifest, dict) and manifest.get(
+            "schema_version") == 1 and isinstance(manifest.get("files"), list):
+        problem = None
     if problem:
         raise VerificationError([problem])
     return manifest
@@ -188,6 +198,12 @@ def _check_file(store, entry: dict) -> _FileCheck:
         lanes.update(batch.column("lane").to_pylist())
         out.hosts.update(pc.unique(batch.column("host")).to_pylist())
         _check_values(key, batch, offset, bad, shown)
+        try:  # the fleet's own value rules (lanes, numbers, crawl delay, expiry)
+            check_schedule_values(pa.Table.from_batches([batch]))
+        except ScheduleSchemaError as exc:
+            bad["values"] += 1
+            if bad["values"] <= SHOWN_PER_CHECK:
+                shown.append(f"{key}: rows {offset}..{offset + batch.num_rows - 1}: {exc}")
         _fold_visits(batch, out.first_us, min)
         offset += batch.num_rows
     if dict(lanes) != entry.get("lanes"):
@@ -296,7 +312,7 @@ def _previous_day_last_visits(store, location, date: str, pool) -> tuple[
     prev = previous_day(check_date(date))
     prev_key = schedule_manifest_key(location.prefix, prev)
     try:
-        manifest = load_manifest(store, prev_key, location.uri(prev_key))
+        manifest = load_manifest(store, prev_key, location.uri(prev_key), legacy_ok=True)
     except VerificationError as exc:
         if exc.problems and exc.problems[0].startswith("no manifest"):
             return None, {}, []  # nothing published the day before: no gap to keep

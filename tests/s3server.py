@@ -255,6 +255,8 @@ def sample_schedule(n_rows: int = 600, n_hosts: int = 40, seed: int = 0,
         "if_modified_since": [None] * n_rows,
         "priority": rng.random(n_rows),
         "p_changed": rng.random(n_rows),
+        "crawl_delay_s": 1.0 + host_ids % 7,
+        "expires_at": pd.Timestamp(day, tz="UTC") + pd.Timedelta(days=1),
     })
 
 
@@ -264,5 +266,5 @@ def stage_schedule(df: pd.DataFrame, staging_dir: str, n_shards: int = 4) -> lis
     shards = shard_of(df["host"], n_shards)
     infos = [write_shard(group, staging_dir, int(shard), n_shards=n_shards)
              for shard, group in df.groupby(shards)]
-    write_shard_index(staging_dir, infos)
+    write_shard_index(staging_dir, infos, n_shards=n_shards)
     return infos

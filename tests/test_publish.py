@@ -65,7 +65,7 @@ def test_publish_then_read_back_through_the_manifest(s3, bucket, tmp_path):
     assert sorted(result.uploaded) == sorted(f"{prefix}/{i['file']}" for i in infos)
     objects = snapshot(s3, bucket)
     manifest = json.loads(objects[result.manifest_key][1])
-    assert manifest["extra"] == EXTRA and manifest["schema_version"] == 1
+    assert manifest["extra"] == EXTRA and manifest["schema_version"] == "2.0"
     assert manifest["totals"]["rows"] == len(df) and manifest["totals"]["hosts"] == df["host"].nunique()
     assert manifest["totals"]["lanes"] == df["lane"].value_counts().to_dict()
     for entry in manifest["files"]:

@@ -64,7 +64,9 @@ def test_derived_schedule_forms_equal_the_contract():
         pa.field("lane", pa.string(), nullable=False), pa.field("method", pa.string(), nullable=False),
         pa.field("if_none_match", pa.string()), pa.field("if_modified_since", pa.string()),
         pa.field("priority", pa.float64(), nullable=False),
-        pa.field("p_changed", pa.float64(), nullable=False)])
+        pa.field("p_changed", pa.float64(), nullable=False),
+        pa.field("crawl_delay_s", pa.float64(), nullable=False),
+        pa.field("expires_at", pa.timestamp("us", tz="UTC"), nullable=False)])
     assert schemas.SCHEDULE.arrow_schema().equals(expected, check_metadata=True)
     assert schedule.SCHEDULE_SCHEMA.equals(schemas.SCHEDULE.arrow_schema(), check_metadata=True)
     assert shards.SCHEDULE_SCHEMA is schedule.SCHEDULE_SCHEMA

@@ -104,16 +104,22 @@ def test_shard_index_round_trip_and_conflicts(tmp_path):
     df = sample_schedule()
     shards = shard_of(df["host"], 3)
     infos = [write_shard(g, str(tmp_path), int(s), n_shards=3) for s, g in df.groupby(shards)]
-    write_shard_index(str(tmp_path), list(reversed(infos)) + infos[:1])  # duplicate attempt collapses
+    # duplicate attempt collapses
+    write_shard_index(str(tmp_path), list(reversed(infos)) + infos[:1], n_shards=3)
     assert read_shard_index(str(tmp_path)) == sorted(infos, key=lambda i: i["shard"])
-    assert json.loads((tmp_path / "_shards.json").read_text())["schema_version"] == 1
+    written = json.loads((tmp_path / "_shards.json").read_text())
+    assert (written["schema_version"], written["n_shards"]) == (2, 3)
     conflicting = dict(infos[0], file="shard-other.parquet")
     with pytest.raises(ValueError, match="two different files"):
-        write_shard_index(str(tmp_path), [infos[0], conflicting])
+        write_shard_index(str(tmp_path), [infos[0], conflicting], n_shards=3)
+    with pytest.raises(ValueError, match="n_shards"):
+        write_shard_index(str(tmp_path), infos, n_shards=2)  # shard 2 cannot exist then
     with pytest.raises(FileNotFoundError, match="_shards.json"):
         read_shard_index(str(tmp_path / "nowhere"))
     index = json.loads((tmp_path / "_shards.json").read_text())
-    for broken, message in ((dict(index, schema_version=2), "schema_version"),
+    for broken, message in ((dict(index, schema_version=1), "schema_version"),
+                            (dict(index, n_shards=0), "n_shards"),
+                            (dict(index, n_shards=2), "outside"),
                             (dict(index, shards=index["shards"] + index["shards"][:1]), "duplicate"),
                             (dict(index, shards=[dict(infos[0], rows=-1)]), "lane counts")):
         with pytest.raises(ValueError, match=message):
@@ -130,7 +136,7 @@ def test_spark_executors_write_one_file_per_shard_with_each_host_in_one(tmp_path
             .groupBy("shard").applyInPandas(shard_writer(out_dir, n_shards), SHARD_INFO_DDL)
             .collect())
     infos = [shard_info_from_record(r.asDict()) for r in rows]
-    write_shard_index(out_dir, infos)
+    write_shard_index(out_dir, infos, n_shards=n_shards)
     assert sum(i["rows"] for i in infos) == len(df)
     hosts_by_file = {i["file"]: set(pq.read_table(Path(out_dir, i["file"]), columns=["host"])
                                     .column("host").to_pylist()) for i in read_shard_index(out_dir)}

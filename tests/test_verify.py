@@ -69,6 +69,7 @@ def test_verify_catches_a_manifest_that_does_not_add_up(s3, published):
     target, client, bucket, manifest, _ = published
     manifest["totals"]["lanes"]["fast"] += 1
     manifest["files"][2]["rows"] += 1
+    manifest["shards"][manifest["files"][2]["shard"]]["rows"] += 1  # self-consistent listing
     client.put_object(Bucket=bucket, Key=f"x/schedules/dt={DATE}/_manifest.json",
                       Body=json.dumps(manifest).encode())
     with pytest.raises(VerificationError) as caught:
@@ -91,7 +92,8 @@ def test_verify_catches_a_host_split_across_files(tmp_path):
     first, second = df.iloc[:100], df.iloc[100:]
     staging = str(tmp_path / "staging")
     # Written without n_shards, so nothing stops the same host landing in two shards.
-    write_shard_index(staging, [write_shard(first, staging, 0), write_shard(second, staging, 1)])
+    write_shard_index(staging, [write_shard(first, staging, 0), write_shard(second, staging, 1)],
+                      n_shards=2)
     publish(staging, str(tmp_path / "out"), DATE, {})
     with pytest.raises(VerificationError, match="more than one file"):
         verify(str(tmp_path / "out"), DATE)

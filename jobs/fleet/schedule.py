@@ -3,11 +3,14 @@
 The schedule's columns come from its one contract, :data:`jobs.schemas.SCHEDULE`;
 ``SCHEDULE_SCHEMA`` is that contract as an Arrow schema (every shard file has exactly it).
 The writer side (shard assignment, deterministic files, ``_shards.json``) is
-:mod:`jobs.shards`; the manifest-driven reader of a published day over S3 is
-``jobs.verify.read_schedule``, built from the checks here.
+:mod:`jobs.shards`; the fleet's streaming reader of a published day is
+:mod:`jobs.fleet.reader` and the planner's is ``jobs.verify.read_schedule``, both built
+from the checks here and the manifest rules of :mod:`jobs.fleet.manifest`.
 
-- ``parse_shard_index`` / ``read_shard_index``: the staging index ``_shards.json``.
-- ``check_schedule_values``: the values a fetcher can act on (lanes, methods, numbers, hosts).
+- ``parse_shard_index`` / ``parse_staged_day`` / ``read_shard_index``: the staging index
+  ``_shards.json`` (version :data:`SHARD_INDEX_VERSION`, with the day's shard count).
+- ``check_schedule_values``: the values a fetcher can act on (lanes, methods, numbers, hosts,
+  crawl delays, expiry).
 - ``manifest_problem`` / ``shard_problem`` / ``schedule_frame``: a published day's
   ``_manifest.json``, one listed file's bytes, and the rows of the files read.
 """
@@ -24,9 +27,13 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from jobs.fleet.manifest import ManifestError, parse_manifest
 from jobs.schemas import SCHEDULE
 
-SCHEDULE_SCHEMA_VERSION = 1  # of the shard files, _shards.json and _manifest.json
+# _shards.json (staging, written and read by the same deployment): 2 = files with
+# crawl_delay_s/expires_at and the index carries n_shards. The published manifest has its
+# own "MAJOR.MINOR" version (jobs.fleet.manifest.MANIFEST_VERSION).
+SHARD_INDEX_VERSION = 2
 SCHEDULE_SCHEMA = SCHEDULE.arrow_schema()
 LANES = ("refresh", "fast", "discovery", "audit")  # audit: measurement-only full fetch
 METHODS = ("conditional", "full")
@@ -65,6 +72,11 @@ def check_schedule_values(table: pa.Table) -> None:
                 raise ScheduleSchemaError(f"column {column!r} has values outside [{low}, {high}]")
     if len(table) and pc.min(pc.utf8_length(table["host"])).as_py() == 0:
         raise ScheduleSchemaError("column 'host' has empty strings")
+    delays = table["crawl_delay_s"]
+    if len(delays) and not (pc.all(pc.is_finite(delays)).as_py() and pc.min(delays).as_py() > 0):
+        raise ScheduleSchemaError("column 'crawl_delay_s' has values that are not finite and > 0")
+    if len(table) and not pc.all(pc.greater(table["expires_at"], table["not_before"])).as_py():
+        raise ScheduleSchemaError("column 'expires_at' has values not after not_before")
 
 
 def check_shard_info(info: Mapping) -> dict:
@@ -92,24 +104,35 @@ def read_shard_index(out_dir: str) -> list[dict]:
 
 
 def parse_shard_index(data: bytes, source: str = SHARD_INDEX_NAME) -> list[dict]:
-    """Parse and validate the bytes of a ``_shards.json``."""
+    """Parse and validate the bytes of a ``_shards.json``: its shard infos."""
+    return parse_staged_day(data, source)[1]
+
+
+def parse_staged_day(data: bytes, source: str = SHARD_INDEX_NAME) -> tuple[int, list[dict]]:
+    """``(n_shards, shard infos)`` of a ``_shards.json``; shards without rows have no info."""
     index = json.loads(data)
-    if not isinstance(index, dict) or index.get("schema_version") != SCHEDULE_SCHEMA_VERSION:
-        raise ValueError(f"{source}: schema_version must be {SCHEDULE_SCHEMA_VERSION}")
+    if not isinstance(index, dict) or index.get("schema_version") != SHARD_INDEX_VERSION:
+        raise ValueError(f"{source}: schema_version must be {SHARD_INDEX_VERSION}")
+    n_shards = index.get("n_shards")
+    if isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1:
+        raise ValueError(f"{source}: n_shards must be a positive int, got {n_shards!r}")
     infos = [check_shard_info(info) for info in index.get("shards", [])]
     if len({i["shard"] for i in infos}) != len(infos):
         raise ValueError(f"{source}: duplicate shard ids")
-    return infos
+    if any(not 0 <= i["shard"] < n_shards for i in infos):
+        raise ValueError(f"{source}: a shard id is outside 0..{n_shards - 1}")
+    return n_shards, infos
 
 
 def manifest_problem(manifest, where: str) -> str | None:
-    """Why a parsed ``_manifest.json`` at ``where`` cannot be used (None: it can)."""
-    if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEDULE_SCHEMA_VERSION:
-        return (f"manifest at {where} has schema_version "
-                f"{manifest.get('schema_version') if isinstance(manifest, dict) else None!r}, "
-                f"expected {SCHEDULE_SCHEMA_VERSION}")
-    if not isinstance(manifest.get("files"), list) or not isinstance(manifest.get("totals"), dict):
-        return f"manifest at {where} lacks files/totals"
+    """Why a parsed ``_manifest.json`` at ``where`` cannot be used (None: it can): a
+    different MAJOR version, or the checks of :func:`jobs.fleet.manifest.parse_manifest`."""
+    try:
+        parse_manifest(manifest, where)
+    except ManifestError as exc:
+        return str(exc)
+    if not isinstance(manifest.get("totals"), dict):
+        return f"manifest at {where} lacks totals"
     return None
 
 

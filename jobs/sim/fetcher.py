@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from jobs.fleet.fingerprint import FINGERPRINT_VERSION
 from jobs.sim.contract import FETCH_LOG_SCHEMA
 from jobs.sim.httpdate import format_http_dates
 from jobs.sim.population import FROZEN_LM, HONEST, LM_ONLY, VOLATILE_ETAG
@@ -186,4 +187,5 @@ def fetch_log_table(web, req: Requests, resp: dict) -> pa.Table:
         "bytes": pa.array(resp["bytes"], pa.int64()),
         "elapsed_ms": pa.array(resp["elapsed"], pa.int32(), mask=~resp["elapsed_ok"]),
         "lane": req.lane.cast(pa.string()),
+        "fingerprint_version": pa.array(np.full(len(req.url), FINGERPRINT_VERSION), pa.int32()),
     }, schema=FETCH_LOG_SCHEMA)
