@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent set-up: a JDK 17 (installed with apt when missing and we are root), the
-# virtual environment in .venv, rebuilt only when requirements or constraints change, and
+# Idempotent set-up: a JDK 17 and headless Chromium with its driver (installed with apt when
+# missing and we are root), the virtual environment in .venv, rebuilt only when requirements
+# or constraints change, and
 # this project installed into it editable (the `recrawl` command in .venv/bin), reinstalled
 # only when the venv was rebuilt or pyproject.toml changed.
 set -euo pipefail
@@ -13,6 +14,16 @@ if ! command -v java >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
   else
     echo "setup: Java 17 is required; install openjdk-17-jre-headless" >&2; exit 1
+  fi
+fi
+
+# Headless Chromium and its driver for the report's browser test (tests/test_report.py).
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing chromium and chromium-driver (the report's browser test)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "setup: the browser test needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)" >&2
   fi
 fi
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from jobs.backtest import audit
+from jobs.backtest.report import headline, summary_table
 from jobs.sim import Simulation, WebParams, requests_from_schedule
 
 
@@ -58,6 +59,7 @@ def test_tiny_backtest_end_to_end(spark, tmp_path):
                  "--out", str(out), "--workdir", str(work)]) == 0
     html = (out / "report.html").read_text()
     assert "freshness_age_over_time.png" in html and "audit_coverage.png" in html
+    assert "adaptive won on importance-weighted freshness" in html  # the headline
     for png in ("freshness_age_over_time.png", "lanes_and_host_capacity.png",
                 "allocation_vs_lambda_importance.png", "audit_coverage.png",
                 "freshness_vs_budget.png"):
@@ -127,3 +129,20 @@ def test_shadow_audit_agrees_with_the_true_copy(tmp_path):
     truth = sim.copies.version[page] == sim.web.version_at(page, np.full(len(page), day + 1 - 1e-9))
     assert len(checks) > 400 and 0.1 < checks["fresh"].mean() < 0.95
     assert (checks["fresh"].to_numpy() == truth).all()
+
+
+def test_headline_names_the_winner_and_the_margin_and_never_crowns_the_oracle():
+    runs = pd.DataFrame({"policy": ["uniform", "adaptive", "optimal", "oracle"] * 2,
+                         "seed": [0] * 4 + [1] * 4, "status": "ok",
+                         "freshness_weighted": [0.60, 0.70, 0.80, 0.90,
+                                                0.62, 0.72, 0.78, 0.88]})
+    text = headline(summary_table(runs))
+    assert text.startswith("optimal won on importance-weighted freshness: 0.790 ± 0.014 "
+                           "(mean over 2 seed(s))")
+    assert "+0.080 (+11.3%) over the runner-up adaptive (0.710)" in text
+    assert "+0.180 over the last, uniform" in text
+    assert "the oracle (true λ, an upper bound) reached 0.890, +0.100 from the winner" in text
+    one = headline(summary_table(runs[(runs["policy"] == "adaptive") & (runs["seed"] == 0)]))
+    assert one == ("adaptive won on importance-weighted freshness: 0.700 (mean over 1 seed(s)), "
+                   "the only policy that ran.")
+    assert headline(summary_table(runs.assign(status="failed"))).startswith("No policy ran")

@@ -27,6 +27,7 @@ import pandas as pd  # noqa: E402
 TABLE_KEYS = ("freshness_weighted", "freshness", "age_days_weighted", "age_days", "fetches",
               "found_change_share", "not_modified_rate", "bytes", "politeness_gap_violations",
               "politeness_cap_violations", "status_503", "budget_overrun", "never_visited_share")
+AGE_LABEL = "age (days since the copy went stale; 0 if fresh)"
 LAMBDA_BINS = np.array([0, 1e-3, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 1e9])
 
 
@@ -40,6 +41,45 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
     out = mean.add_suffix("_mean").join(sd.add_suffix("_sd"))
     out["seeds"] = g.size()
     return out.reset_index()
+
+
+def headline(table: pd.DataFrame, key: str = "freshness_weighted") -> str:
+    """Which policy won on ``key`` (mean over seeds) and by how much over the runner-up.
+
+    The oracle (optimal with the true λ, which no production planner has) is a bound, not a
+    contestant: it is reported beside the winner, never as the winner.
+    """
+    col = f"{key}_mean"
+    if table.empty or col not in table:
+        return "No policy ran to the end: no winner."
+    t = table.dropna(subset=[col]).sort_values(col, ascending=False)
+    real, oracle = t[t["policy"] != "oracle"], t[t["policy"] == "oracle"]
+    label = key.replace("_", " ").replace("freshness weighted", "importance-weighted freshness")
+
+    def fig(row) -> str:
+        sd = row.get(f"{key}_sd")
+        return f"{row[col]:.3f}" + (f" ± {sd:.3f}" if pd.notna(sd) else "")
+
+    if real.empty:
+        return f"Only the oracle ran: {label} {fig(oracle.iloc[0])}."
+    best = real.iloc[0]
+    seeds = int(best.get("seeds", 1))
+    text = f"{best['policy']} won on {label}: {fig(best)} (mean over {seeds} seed(s))"
+    if len(real) > 1:
+        second = real.iloc[1]
+        gap = best[col] - second[col]
+        rel = gap / second[col] * 100 if second[col] else float("nan")
+        text += (f", {gap:+.3f} ({rel:+.1f}%) over the runner-up {second['policy']} "
+                 f"({second[col]:.3f})")
+        worst = real.iloc[-1]
+        if len(real) > 2:
+            text += f" and {best[col] - worst[col]:+.3f} over the last, {worst['policy']}"
+    else:
+        text += ", the only policy that ran"
+    if not oracle.empty:
+        text += (f"; the oracle (true λ, an upper bound) reached {oracle.iloc[0][col]:.3f}, "
+                 f"{oracle.iloc[0][col] - best[col]:+.3f} from the winner")
+    return text + "."
 
 
 def allocation_bins(alloc: pd.DataFrame) -> pd.DataFrame:
@@ -67,19 +107,21 @@ def _save(fig, path: Path) -> None:
 
 def _fig_time(daily: pd.DataFrame, path: Path) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    panels = [("freshness_weighted", "freshness (importance-weighted)"),
-              ("freshness", "freshness (plain)"),
-              ("age_days_weighted", "age, days (importance-weighted)"),
-              ("age_days", "age, days (plain)")]
-    for ax, (col, title) in zip(axes.flat, panels):
+    panels = [("freshness_weighted", "freshness (importance-weighted)",
+               "freshness (share of the day current)"),
+              ("freshness", "freshness (plain)", "freshness (share of the day current)"),
+              ("age_days_weighted", "age (importance-weighted)", AGE_LABEL),
+              ("age_days", "age (plain)", AGE_LABEL)]
+    for ax, (col, title, ylabel) in zip(axes.flat, panels):
         for pol, g in daily.groupby("policy", sort=False):
             m = g.groupby("day")[col].agg(["mean", "min", "max"])
             ax.plot(m.index, m["mean"], marker="o", ms=3, label=pol)
             ax.fill_between(m.index, m["min"], m["max"], alpha=0.15)
         ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel, fontsize=9)
         ax.grid(alpha=0.3)
-    axes[1, 0].set_xlabel("simulation day")
-    axes[1, 1].set_xlabel("simulation day")
+    axes[1, 0].set_xlabel("simulation day (days since the web's day 0)")
+    axes[1, 1].set_xlabel("simulation day (days since the web's day 0)")
     axes[0, 0].legend(fontsize=8)
     fig.suptitle("Truth, day by day (band: min-max over seeds)")
     _save(fig, path)
@@ -94,7 +136,7 @@ def _fig_sweep(sweep: pd.DataFrame, path: Path) -> None:
         ax.plot(m.index * 100, m.values, marker="o",
                 ls="-" if col == "freshness_weighted" else "--", label=f"{pol}, {col}")
     ax.set_xlabel("daily budget, % of URLs")
-    ax.set_ylabel("time-averaged freshness")
+    ax.set_ylabel("time-averaged freshness (share of time current)")
     ax.set_title("What-if: freshness against budget")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -129,15 +171,16 @@ def _fig_lanes_hosts(daily: pd.DataFrame, hosts: pd.DataFrame, path: Path) -> No
     for c in lanes:
         ax1.bar(per.index, per[c], bottom=bottom, label=c[5:])
         bottom += per[c].to_numpy()
-    ax1.set_ylabel("scheduled rows per day (mean)")
+    ax1.set_ylabel("scheduled fetches per day (mean)")
+    ax1.set_xlabel("policy")
     ax1.set_title("Split per lane")
     ax1.legend(fontsize=8)
     ax1.tick_params(axis="x", rotation=20)
     for pol, g in hosts.groupby("policy", sort=False):
         use = np.sort((g["rows"] / g["capacity"].clip(lower=1)).to_numpy())
         ax2.plot(use, 1.0 - np.arange(len(use)) / len(use), label=pol)
-    ax2.set_xlabel("share of the host's daily capacity scheduled")
-    ax2.set_ylabel("share of host-days at or above")
+    ax2.set_xlabel("scheduled / host's daily capacity (ratio)")
+    ax2.set_ylabel("share of host-days at or above (ratio)")
     ax2.set_title("Use of each host's capacity (crawl delay and cap)")
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=8)
@@ -160,9 +203,9 @@ def _fig_audit(audit: pd.DataFrame, path: Path) -> None:
                         fmt="s", ms=3, label="production audit (metrics, Wilson CI)")
         ax.plot(x, g["true_freshness"], "k_", ms=12, label="true freshness")
         ax.set_title(pol, fontsize=10)
-        ax.set_xlabel("simulation day")
+        ax.set_xlabel("simulation day (days since the web's day 0)")
         ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("freshness (plain)")
+    axes[0, 0].set_ylabel("freshness (share of audited pages current)")
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("Freshness audit: estimate and interval against truth")
     _save(fig, path)
@@ -186,7 +229,7 @@ def write_report(out: Path, spec: dict, command: str, metrics: pd.DataFrame,
                      ("sweep", sweep), ("metrics", metrics)):
         df.to_parquet(data / f"{name}.parquet", index=False)
     (data / "summary.json").write_text(json.dumps(
-        {"spec": spec, "command": command, "notes": notes,
+        {"spec": spec, "command": command, "notes": notes, "headline": headline(table),
          "policies": json.loads(table.to_json(orient="records")),
          "runs": json.loads(metrics.to_json(orient="records"))}, indent=1))
 
@@ -214,7 +257,8 @@ def write_report(out: Path, spec: dict, command: str, metrics: pd.DataFrame,
         cols = [c for c in ("covered", "covered_w", "planner_covered") if c in audit]
         cover = (audit[audit["day"] >= 0].groupby("policy", sort=False)[cols]
                  .agg(lambda s: f"{int(s.sum())}/{int(s.notna().sum())}").reset_index())
-    parts = [f"<h1>recrawl backtest</h1><p><code>{html.escape(command)}</code></p>",
+    parts = [f"<h1>recrawl backtest</h1><p class='headline'>{html.escape(headline(table))}</p>",
+             f"<p><code>{html.escape(command)}</code></p>",
              f"<pre>{html.escape(json.dumps(spec, indent=1))}</pre>",
              "<h2>Policies</h2>", _html_table(status),
              "<h2>Truth metrics over the planned days (mean and sd over seeds)</h2>",
@@ -228,7 +272,9 @@ def write_report(out: Path, spec: dict, command: str, metrics: pd.DataFrame,
         parts.append(f"<h2>{html.escape(title)}</h2><img src='figures/{png}' style='max-width:100%'>")
     style = ("<style>body{font-family:sans-serif;margin:2em;max-width:1300px}"
              "table.t{border-collapse:collapse;font-size:12px}"
-             "table.t td,table.t th{padding:2px 6px;border-bottom:1px solid #ddd}</style>")
+             "table.t td,table.t th{padding:2px 6px;border-bottom:1px solid #ddd}"
+             ".headline{font-size:1.15em;background:#eef4ff;padding:.6em 1em;"
+             "border-left:4px solid #3366aa}</style>")
     path = out / "report.html"
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>recrawl backtest"
                     f"</title>{style}</head><body>{''.join(parts)}</body></html>")

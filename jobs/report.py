@@ -1,0 +1,175 @@
+"""The daily report for run date D: one self-contained HTML page from the production tables.
+
+No Spark: small pyarrow reads of committed partitions. ``metrics/dt=d`` of the last ``--days``
+days (audit freshness with its interval, the planner's expected freshness and how well it
+forecast the audit, due / planned / carried over), allocate's run record for D (budget by
+lane and what was left unused), ``plan/dt=D`` read in row batches and reduced per host (hosts
+at their cap, the λ̂ distribution, the hosts with the most stale importance now) and
+``quarantine/dt=D`` (counts by reason). The figures are computed by
+:mod:`jobs.core.daily_report` and drawn by :mod:`jobs.report_html` (inline SVG, no scripts).
+
+A missing or uncommitted partition of D itself is :class:`MissingPartitionError` (exit 2); an
+earlier day without metrics is shown as missing on the page, never as an empty chart.
+
+Run: ``recrawl report --date D [--days N] [--top N] [--out FILE]``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from jobs import partitions, storage
+from jobs.cli import EXIT_REFUSED
+from jobs.config import Config, add_config_args, config_from_args
+from jobs.core import daily_report as dr
+from jobs.fleet.schedule import filesystem_for
+from jobs.partitions import MissingPartitionError
+from jobs.paths import check_date, shift_day
+from jobs.report_html import render
+from jobs.runlog import read_stage_record
+
+PLAN_COLUMNS = ("host", "lane", "importance", "lambda_hat", "p_stale_now", "visits",
+                "cap_binds", "host_cap")
+BATCH_ROWS = 200_000  # plan rows in memory at once
+
+
+def _batches(files: list[str], columns):
+    """Record batches of ``columns`` (None: all) from ``files``, file by file, as pandas
+    frames."""
+    for f in files:
+        fs, path = filesystem_for(f)
+        with fs.open_input_file(path) as fh:
+            pf = pq.ParquetFile(fh)
+            cols = None if columns is None else list(columns)
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
+                yield batch.to_pandas()
+
+
+def read_metrics(cfg: Config, dt: str) -> dict:
+    """The one ``metrics/dt=dt`` row as a dict (committed partition, else the error)."""
+    files = partitions.committed_files(cfg.paths.table("metrics", dt), "metrics")
+    frames = list(_batches(files, None))
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if frame.empty:
+        raise MissingPartitionError("metrics", cfg.paths.table("metrics", dt), "no row")
+    row = frame.iloc[0].to_dict()
+    return {k: (None if _isna(v) else v) for k, v in row.items()}
+
+
+def _isna(v) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def metrics_window(cfg: Config, run_date: str, days: int) -> tuple[list[str], dict]:
+    """The report's dates (oldest first) and each one's metrics row, or why it is missing.
+    D itself must be there."""
+    dates = [shift_day(run_date, -k) for k in range(days - 1, -1, -1)]
+    out = {}
+    for d in dates:
+        try:
+            out[d] = read_metrics(cfg, d)
+        except MissingPartitionError as err:
+            if d == run_date:
+                raise
+            out[d] = f"metrics/dt={d}: {err}"
+    return dates, out
+
+
+def plan_figures(cfg: Config, run_date: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """``plan/dt=D`` reduced batch by batch: per-host sums and the λ̂ histogram counts."""
+    files = partitions.committed_files(cfg.paths.table("plan", run_date), "plan")
+    sums = dr.merge_host_sums([])
+    counts = np.zeros(len(dr.LAMBDA_EDGES) - 1, dtype=np.int64)
+    for batch in _batches(files, PLAN_COLUMNS):
+        sums = dr.merge_host_sums([sums, dr.host_sums(batch)])  # one frame of hosts, always
+        counts += dr.lambda_counts(batch["lambda_hat"], batch["lane"])
+    return sums, counts
+
+
+def quarantine_frame(cfg: Config, run_date: str) -> pd.DataFrame:
+    """Quarantined rows of D counted per (source, reason). update_state's run record is the
+    quarantine's done mark: without it the partition may be half written (an error)."""
+    read_stage_record(cfg, run_date, "update_state")
+    base = cfg.paths.table("quarantine", run_date).rstrip("/")
+    parts = []
+    for f in storage.list_parquet_files(base):
+        rel = f[len(base) + 1:] if f.startswith(base) else f
+        source = next((p.split("=", 1)[1] for p in rel.split("/") if p.startswith("source=")),
+                      "?")
+        for batch in _batches([f], ("reason",)):
+            parts.append(batch.groupby("reason").size().rename("rows").reset_index()
+                         .assign(source=source))
+    return dr.quarantine_counts(pd.concat(parts, ignore_index=True) if parts
+                                else pd.DataFrame())
+
+
+def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
+    """Everything the page shows for ``run_date`` (frames and small dicts).
+
+    Raises
+    ------
+    MissingPartitionError
+        ``metrics/dt=D``, ``plan/dt=D``, or the allocate / update_state run record of D is
+        missing or uncommitted.
+    """
+    check_date(run_date)
+    if days < 1 or top < 1:
+        raise ValueError("--days and --top must be >= 1")
+    dates, metrics = metrics_window(cfg, run_date, days)
+    allocate = read_stage_record(cfg, run_date, "allocate")
+    sums, lam_counts = plan_figures(cfg, run_date)
+    series = dr.freshness_series(dates, metrics)
+    return {
+        "run_date": run_date, "days": dates, "metrics": metrics[run_date],
+        "missing": {d: m for d, m in metrics.items() if isinstance(m, str)},
+        "freshness": series, "forecast": dr.forecast_match(series),
+        "lanes": dr.lane_budget(allocate.get("budget_cut") or {}),
+        "flow": dr.due_planned_carried(dates, metrics),
+        "hosts_at_cap": dr.hosts_at_cap(sums), "hosts_planned": int(len(sums)),
+        "lambda": pd.DataFrame({"bin": dr.lambda_bin_labels(), "pages": lam_counts}),
+        "quarantine": quarantine_frame(cfg, run_date),
+        "stale_hosts": dr.top_stale_hosts(sums, top), "top": top,
+    }
+
+
+def write(cfg: Config, run_date: str, out: str, **kw) -> str:
+    """Build and render the page for ``run_date`` into ``out`` (a local path); returns it."""
+    page = render(build(cfg, run_date, **kw))
+    with open(out, "w", encoding="utf-8") as fh:
+        fh.write(page)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Write the daily report for run date D: one self-contained HTML page "
+                    "(inline SVG figures, no scripts) from the production tables.",
+        epilog="A missing or uncommitted partition of D is a named error, exit 2; earlier days "
+               "without metrics are marked missing on the page. No Spark.")
+    parser.add_argument("--date", required=True, help="logical run date D (YYYY-MM-DD)")
+    parser.add_argument("--days", type=int, default=14, help="days of metrics to show (D and "
+                                                             "the days before it)")
+    parser.add_argument("--top", type=int, default=20, help="hosts in the stale-hosts table")
+    parser.add_argument("--out", default=None, help="output file (default "
+                                                    "recrawl-report-D.html)")
+    add_config_args(parser)
+    args = parser.parse_args(argv)
+    out = args.out or f"recrawl-report-{args.date}.html"
+    try:
+        write(config_from_args(args), args.date, out, days=args.days, top=args.top)
+    except MissingPartitionError as err:
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,358 @@
+"""`recrawl report`: the aggregation (small frames), escaping of hostile strings, the reads of
+committed partitions on a hand-made root (no Spark), and the page in a real headless browser
+(e2e, on a root the real stages produced)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs import console, partitions, report, storage
+from jobs.core import daily_report as dr
+from jobs.partitions import MissingPartitionError
+from jobs.paths import run_record_path
+from jobs.report_html import bar_chart, esc, render
+from tests.conftest import make_config
+
+HOSTILE = 'evil"><script>alert(1)</script>\'.example'
+DAYS = ["2026-11-27", "2026-11-28", "2026-11-29"]
+
+
+def _metrics(dt, **kw):
+    row = {"dt": pd.Timestamp(dt).date(), "policy": "optimal", "urls_known": 100,
+           "urls_gone": 0, "log_rows": 50, "quarantined_rows": 2, "budget": 40,
+           "planned_total": 30, "planned_refresh": 25, "planned_fast": 3,
+           "planned_discovery": 2, "due_total": 36, "carried_over": 6, "hosts": 3,
+           "expected_freshness": 0.8, "audit_freshness": 0.75, "audit_freshness_lo": 0.6,
+           "audit_freshness_hi": 0.86, "audit_n": 20, "config_json": "{}"}
+    row.update(kw)
+    return row
+
+
+def _plan(hosts=("a.example", "b.example", HOSTILE)):
+    n = len(hosts)
+    return pd.DataFrame({
+        "host": [h for h in hosts for _ in range(3)],
+        "url": [f"https://{h}/p{k}" for h in hosts for k in range(3)],
+        "lane": ["refresh", "fast", "discovery"] * n,
+        "importance": [1.0, 4.0, 9.0] * n,
+        "lambda_hat": [0.002, 2.0, 0.0] * n,
+        "p_stale_now": [0.5, 0.25, 1.0] * n,
+        "visits": [1, 2, 1] * n,
+        "cap_binds": [h == HOSTILE for h in hosts for _ in range(3)],
+        "host_cap": [5] * (3 * n)})
+
+
+# --- aggregation --------------------------------------------------------------------------
+
+def test_freshness_series_pairs_each_audit_with_the_previous_runs_forecast():
+    m = {DAYS[0]: _metrics(DAYS[0], expected_freshness=0.7),
+         DAYS[1]: "metrics/dt=2026-11-28: missing",
+         DAYS[2]: _metrics(DAYS[2], expected_freshness=0.9, audit_freshness=0.72)}
+    s = dr.freshness_series(DAYS, m)
+    assert list(s["dt"]) == DAYS
+    assert np.isnan(s.loc[0, "forecast"]) and np.isnan(s.loc[2, "forecast"])  # D-1 missing
+    assert s.loc[1, "missing"].startswith("metrics/dt=2026-11-28") and np.isnan(s.loc[1, "audit"])
+    m[DAYS[1]] = _metrics(DAYS[1], expected_freshness=0.8, audit_freshness=0.7,
+                          audit_freshness_lo=0.65, audit_freshness_hi=0.75)
+    s = dr.freshness_series(DAYS, m)
+    assert list(s["forecast"].iloc[1:]) == [0.7, 0.8]
+    fit = dr.forecast_match(s)
+    # day 2: audit 0.70 vs 0.70 (inside); day 3: 0.72 vs 0.80 (inside [0.6, 0.86])
+    assert fit["days"] == 2 and fit["covered"] == 2
+    assert fit["mean_abs_error"] == pytest.approx(0.04) and fit["bias"] == pytest.approx(-0.04)
+    assert dr.forecast_match(s.iloc[:1])["mean_abs_error"] is None  # no pair: None, not 0
+
+
+def test_lane_budget_counts_unused_budget_per_lane_and_in_total():
+    cut = {"refresh": {"budget": 100, "candidates": 60, "selected": 60},
+           "fast": {"budget": 20, "candidates": 50, "selected": 20},
+           "discovery": {"budget": 5, "candidates": 0, "selected": 0}}
+    t = dr.lane_budget(cut).set_index("lane")
+    assert t.loc["refresh", "unused"] == 40 and t.loc["fast", "unused"] == 0
+    assert t.loc["discovery", "unused"] == 5
+    assert t.loc["total"].to_dict() == {"budget": 125, "candidates": 110, "planned": 80,
+                                        "unused": 45}
+
+
+def test_due_planned_carried_leaves_a_missing_day_nan_not_zero():
+    f = dr.due_planned_carried(DAYS, {DAYS[0]: _metrics(DAYS[0]), DAYS[1]: "missing",
+                                      DAYS[2]: _metrics(DAYS[2], due_total=50, carried_over=20)})
+    assert f.loc[0, ["due", "planned", "carried_over"]].tolist() == [36, 30, 6]
+    assert f.loc[1, ["due", "planned", "carried_over"]].isna().all()
+    assert f.loc[2, "carried_over"] == 20
+
+
+def test_host_sums_merge_across_batches_and_rank_stale_hosts():
+    plan = _plan()
+    whole = dr.host_sums(plan)
+    merged = dr.merge_host_sums([dr.host_sums(plan.iloc[:4]), dr.host_sums(plan.iloc[4:])])
+    pd.testing.assert_frame_equal(whole, merged)
+    a = whole.set_index("host").loc["a.example"]
+    # the frontier page counts as a page but holds no copy: no importance, no stale weight
+    assert a["urls"] == 3 and a["importance"] == 5.0 and a["visits"] == 4
+    assert a["stale_weight"] == pytest.approx(1.0 * 0.5 + 4.0 * 0.25)
+    top = dr.top_stale_hosts(whole, 2)
+    assert len(top) == 2 and top["stale_share"].iloc[0] == pytest.approx(1.5 / 5.0)
+    cap = dr.hosts_at_cap(whole)
+    assert list(cap["host"]) == [HOSTILE] and cap.loc[0, "host_cap"] == 5
+
+
+def test_lambda_counts_skip_frontier_pages_and_sum_over_batches():
+    plan = _plan()
+    counts = dr.lambda_counts(plan["lambda_hat"], plan["lane"])
+    assert counts.sum() == 6 and len(counts) == len(dr.lambda_bin_labels())
+    labels = dr.lambda_bin_labels()
+    assert counts[labels.index("0.001-0.003")] == 3 and counts[labels.index("1-3")] == 3
+    assert dr.lambda_counts([np.nan, 1e6], ["refresh", "refresh"])[-1] == 1
+
+
+def test_quarantine_counts_by_source_and_reason():
+    rows = pd.DataFrame({"source": ["fetch_logs"] * 3 + ["importance"],
+                         "reason": ["bad_url", "bad_url", "null_url", "bad_importance"]})
+    q = dr.quarantine_counts(rows)
+    assert q.iloc[0].to_dict() == {"source": "fetch_logs", "reason": "bad_url", "rows": 2}
+    assert q["rows"].sum() == 4 and dr.quarantine_counts(pd.DataFrame()).empty
+
+
+# --- rendering and escaping ---------------------------------------------------------------
+
+def _doc(**over):
+    metrics = {d: _metrics(d) for d in DAYS}
+    metrics[DAYS[0]] = f"metrics/dt={DAYS[0]}: missing; run {HOSTILE}"
+    series = dr.freshness_series(DAYS, metrics)
+    sums = dr.host_sums(_plan())
+    plan = _plan()
+    doc = {"run_date": DAYS[-1], "days": DAYS, "metrics": metrics[DAYS[-1]],
+           "missing": {DAYS[0]: metrics[DAYS[0]]}, "freshness": series,
+           "forecast": dr.forecast_match(series),
+           "lanes": dr.lane_budget({"refresh": {"budget": 30, "candidates": 20, "selected": 20},
+                                    HOSTILE: {"budget": 10, "candidates": 9, "selected": 9}}),
+           "flow": dr.due_planned_carried(DAYS, metrics), "hosts_at_cap": dr.hosts_at_cap(sums),
+           "hosts_planned": len(sums),
+           "lambda": pd.DataFrame({"bin": dr.lambda_bin_labels(),
+                                   "pages": dr.lambda_counts(plan["lambda_hat"], plan["lane"])}),
+           "quarantine": dr.quarantine_counts(pd.DataFrame({"source": ["fetch_logs"],
+                                                            "reason": [HOSTILE]})),
+           "stale_hosts": dr.top_stale_hosts(sums, 10), "top": 10}
+    doc["metrics"]["policy"] = HOSTILE
+    doc.update(over)
+    return doc
+
+
+class _Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_hostile_strings_are_escaped_everywhere_on_the_page():
+    page = render(_doc())
+    assert "<script" not in page.lower() and HOSTILE not in page
+    assert esc(HOSTILE) in page  # shown, as text
+    parser = _Tags()
+    parser.feed(page)
+    assert "script" not in parser.tags
+    assert sum(HOSTILE in t for t in parser.text) >= 4  # host tables, lane, reason, policy, note
+    # every SVG is well-formed XML (an unescaped quote or '<' in a label would break it)
+    svgs = page.split("<svg")[1:]
+    assert len(svgs) == 4
+    for s in svgs:
+        ET.fromstring("<svg" + s.split("</svg>")[0] + "</svg>")
+    assert "Content-Security-Policy" in page and "http" not in page.split("<body>")[0].replace(
+        'http-equiv', '')
+
+
+def test_missing_days_are_said_on_the_page_not_left_blank():
+    page = render(_doc())
+    assert 'class="missing"' in page and f"{DAYS[0]}: metrics/dt={DAYS[0]}: missing" in page
+    assert ">missing</text>" in page  # in the freshness chart, at that day
+    # a bar chart slot without data says n/a instead of drawing a zero bar
+    svg = bar_chart("t", ["x", "y"], [("s", [np.nan, 3.0])], ylabel="v", xlabel="c")
+    assert ">n/a</text>" in svg and svg.count("<rect") == 1 + 1  # legend box + one bar
+
+
+def test_a_day_without_audit_fetches_is_flagged():
+    doc = _doc()
+    doc["freshness"].loc[2, "audit"] = np.nan
+    assert "no audit fetch scored" in render(doc)
+
+
+# --- reads of committed partitions (no Spark) --------------------------------------------
+
+def _commit(path, frame):
+    storage.write_parquet(f"{path}/part-00000.parquet",
+                          __import__("pyarrow").Table.from_pandas(frame, preserve_index=False))
+    partitions.commit_files(path, os.path.basename(os.path.dirname(path)),
+                            [f"{path}/part-00000.parquet"])
+
+
+@pytest.fixture()
+def hand_root(tmp_path):
+    cfg = make_config(str(tmp_path))
+    for d in DAYS[1:]:  # no metrics for the first day
+        _commit(cfg.paths.table("metrics", d), pd.DataFrame([_metrics(d)]))
+    d = DAYS[-1]
+    plan = _plan()
+    _commit(cfg.paths.table("plan", d), plan.iloc[:5])
+    storage.write_parquet(f"{cfg.paths.table('plan', d)}/part-00001.parquet",
+                          __import__("pyarrow").Table.from_pandas(plan.iloc[5:]))
+    partitions.commit_files(cfg.paths.table("plan", d), "plan",
+                            [f"{cfg.paths.table('plan', d)}/part-0000{k}.parquet" for k in (0, 1)])
+    storage.write_json(run_record_path(cfg, d, "allocate"), {"budget_cut": {
+        "refresh": {"budget": 30, "candidates": 20, "selected": 20}}})
+    storage.write_json(run_record_path(cfg, d, "update_state"), {})
+    q = f"{cfg.paths.table('quarantine', d)}/source=fetch_logs/part-0.parquet"
+    storage.write_parquet(q, __import__("pyarrow").table(
+        {"reason": ["bad_url", "bad_url", "null_url"], "url": ["x", HOSTILE, None],
+         "row_json": ["{}"] * 3}))
+    return cfg
+
+
+def test_build_reads_committed_partitions_and_marks_missing_days(hand_root):
+    doc = report.build(hand_root, DAYS[-1], days=3, top=5)
+    assert list(doc["missing"]) == [DAYS[0]] and "is missing" in doc["missing"][DAYS[0]]
+    assert doc["hosts_planned"] == 3 and list(doc["hosts_at_cap"]["host"]) == [HOSTILE]
+    assert int(doc["lambda"]["pages"].sum()) == 6
+    assert doc["quarantine"].to_dict("records") == [
+        {"source": "fetch_logs", "reason": "bad_url", "rows": 2},
+        {"source": "fetch_logs", "reason": "null_url", "rows": 1}]
+    assert doc["forecast"]["days"] == 1 and doc["lanes"].iloc[-1]["unused"] == 10
+
+
+def test_missing_partition_of_the_date_itself_is_a_named_error(hand_root, tmp_path, capsys):
+    with pytest.raises(MissingPartitionError, match=r"\[metrics\].*dt=2026-11-30"):
+        report.build(hand_root, "2026-11-30", days=2)
+    shutil.rmtree(hand_root.paths.table("plan", DAYS[-1]))
+    with pytest.raises(MissingPartitionError, match=r"\[plan\]"):
+        report.build(hand_root, DAYS[-1])
+    out = tmp_path / "r.html"
+    code = console.main(["report", "--date", DAYS[-1], "--out", str(out),
+                         "--set", f"paths.root={hand_root.paths.root}"])
+    assert code == 2 and not out.exists()
+    assert "MissingPartitionError: [plan]" in capsys.readouterr().err
+
+
+def test_console_writes_the_page(hand_root, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert console.main(["report", "--date", DAYS[-1], "--days", "3", "--out", str(out),
+                         "--set", f"paths.root={hand_root.paths.root}"]) == 0
+    page = out.read_text()
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 4
+    assert "<script" not in page and esc(HOSTILE) in page
+    assert json.loads(json.dumps(str(out))) in capsys.readouterr().out
+
+
+# --- the page in a real headless browser (e2e) --------------------------------------------
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+SCREENSHOT_COPY = "/tmp/report_screenshot.png"
+
+
+@pytest.fixture(scope="module")
+def closed_loop(spark, tmp_path_factory):
+    """A data root the real stages wrote in a closed loop (the backtest's: allocate,
+    build_schedule, publish/verify to a loopback S3 server, a simulated fleet executing the
+    schedule, its logs back into update_state), so the metrics carry scored audits."""
+    from jobs.backtest.loop import BacktestSpec, prepare_history, run_policy
+    from tests.s3server import MotoS3Server, dummy_aws_env
+
+    work = tmp_path_factory.mktemp("report_loop")
+    spec = BacktestSpec(urls=300, hosts=6, history_days=2, days=3, seed=5, audit_rate=0.3,
+                        overrides=("budget.audit_share=0.2",))
+    with dummy_aws_env(), MotoS3Server() as s3:
+        history = prepare_history(spec, work, spark)
+        run = run_policy(spec, "optimal", history, work, spark, s3.endpoint_url, log=lambda *a: None)
+    assert run.status == "ok", run.error
+    root = work / "optimal" / "data"
+    last_run = run.daily["run_date"].iloc[-1]
+    return {"cfg": make_config(str(root)), "run_date": last_run}
+
+
+def _browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    for exe in (CHROMIUM, CHROMEDRIVER):
+        if not os.access(exe, os.X_OK):
+            pytest.fail(f"{exe} is missing: apt-get install -y chromium chromium-driver "
+                        f"(infra/setup.sh does it when run as root)")
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1100,900", f"--user-data-dir={tmp_path / 'chrome-profile'}"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+@pytest.mark.e2e
+def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    cfg, d = closed_loop["cfg"], closed_loop["run_date"]
+    days = 5  # reaches back before the planner's first run: those days must say "missing"
+    doc = report.build(cfg, d, days=days, top=10)
+    assert doc["forecast"]["days"] >= 1 and len(doc["missing"]) >= 1
+    assert doc["freshness"]["audit"].notna().sum() >= 2
+    page = tmp_path / "report.html"
+    assert console.main(["report", "--date", d, "--days", str(days), "--top", "10",
+                         "--out", str(page), "--set", f"paths.root={cfg.paths.root}"]) == 0
+    # the same figures with a hostile host injected into the tables, as a second page
+    hostile = doc["stale_hosts"].copy()
+    hostile.loc[0, "host"] = HOSTILE
+    evil = tmp_path / "hostile.html"
+    evil.write_text(render({**doc, "stale_hosts": hostile,
+                            "hosts_at_cap": hostile[["host"]].assign(host_cap=1, visits=1,
+                                                                     urls=1)}))
+
+    driver = _browser(tmp_path)
+    try:
+        driver.get(page.as_uri())
+        assert driver.title == f"recrawl daily report {d}"
+        severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert severe == [], severe
+        svgs = driver.find_elements(By.CSS_SELECTOR, "svg")
+        titles = [driver.execute_script("return arguments[0].querySelector('title').textContent",
+                                        s) for s in svgs]
+        assert titles == ["Freshness: audit (with interval) against the planner's forecast",
+                          "Budget by lane: planned and unused",
+                          "Visits due, planned and carried over per run",
+                          "Known pages by estimated change rate λ̂"]
+        for s in svgs:  # laid out with a real size, and with marks drawn in it
+            assert s.size["width"] > 500 and s.size["height"] > 200
+            assert len(s.find_elements(By.CSS_SELECTOR, "rect, circle")) >= 2
+        assert len(svgs[0].find_elements(By.CSS_SELECTOR, "circle")) >= 2  # audited days
+        box = driver.find_element(By.CSS_SELECTOR, ".missing")
+        assert box.is_displayed() and "Missing inputs" in box.text
+        assert len(driver.find_elements(By.TAG_NAME, "table")) == 6
+        assert driver.find_elements(By.TAG_NAME, "script") == []
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1100, height + 200)
+        shot = tmp_path / "report.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
+        shutil.copyfile(shot, SCREENSHOT_COPY)
+
+        driver.get(evil.as_uri())
+        with pytest.raises(NoAlertPresentException):
+            driver.switch_to.alert.text  # noqa: B018 -- the injected script never ran
+        assert driver.find_elements(By.TAG_NAME, "script") == []
+        cells = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "td")]
+        assert cells.count(HOSTILE) == 2  # shown as text in both host tables
+        assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+    finally:
+        driver.quit()
