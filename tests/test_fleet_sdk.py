@@ -330,3 +330,33 @@ def test_versions_mixed_inside_one_file_are_found_with_or_without_statistics(tmp
                    tmp_path / "part.parquet", write_statistics=statistics)
     footers = ingest.checked_footers(schemas.FETCH_LOG, str(tmp_path), True)
     assert ingest.check_fingerprint_versions(str(tmp_path), footers) == 3
+
+
+def test_a_connection_dropped_mid_body_is_read_again(day, monkeypatch):
+    target, _, manifest = day
+    reader = ScheduleReader(target)
+    real_open, calls = reader._store.open, []
+
+    class Dropping:
+        def __init__(self, body):
+            self.body = body
+
+        def read(self, n=-1):
+            self.body.close()
+            raise ConnectionResetError("peer closed mid-body")
+
+        def close(self):
+            self.body.close()
+
+    def flaky_open(key):
+        body = real_open(key)
+        if not key.endswith(".parquet"):
+            return body
+        calls.append(key)
+        return Dropping(body) if len(calls) == 1 else body
+
+    monkeypatch.setattr(reader._store, "open", flaky_open)
+    monkeypatch.setattr("jobs.fleet.reader.time.sleep", lambda s: None)
+    shard = next(s for s in manifest["shards"] if s["rows"])
+    assert sum(b.num_rows for b in reader.shard_batches(DATE, shard["shard"])) == shard["rows"]
+    assert calls == [shard["key"]] * 2

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from datetime import datetime, timezone
 from typing import Iterator
 
@@ -40,6 +41,7 @@ from jobs.schemas import SCHEDULE, check_schema
 MANIFEST_NAME = "_manifest.json"
 BATCH_ROWS = 65_536
 READ_ATTEMPTS = 3  # manifest re-reads when a republish races a reader
+DOWNLOAD_ATTEMPTS = 3  # per object, for connections dropped mid-body
 SPOOL_BYTES = 32 << 20  # a shard object larger than this is spooled to disk, not memory
 _CHUNK = 1 << 20
 
@@ -111,6 +113,16 @@ class _Local:
             raise ScheduleObjectMissing(self.where(key), 404) from None
         except PermissionError:
             raise ScheduleObjectMissing(self.where(key), 403) from None
+
+
+def _transient_errors() -> tuple:
+    """Errors of a body read worth retrying (botocore's request retries end at the headers)."""
+    try:
+        import botocore.exceptions as bx
+    except ImportError:  # a local-only install
+        return (ConnectionError,)
+    return (ConnectionError, bx.ConnectionError, bx.HTTPClientError, bx.ResponseStreamingError,
+            bx.IncompleteReadError)
 
 
 def _read_all(body) -> bytes:
@@ -225,7 +237,18 @@ class ScheduleReader:
             yield from self._batches(spool, entry, now)
 
     def _download(self, entry: ShardEntry):
-        """The object spooled to a temporary file, its size and sha256 checked."""
+        """The object spooled to a temporary file, its size and sha256 checked; a connection
+        dropped mid-body is tried again (``DOWNLOAD_ATTEMPTS`` in all)."""
+        for attempt in range(DOWNLOAD_ATTEMPTS):
+            try:
+                return self._download_once(entry)
+            except _transient_errors():
+                if attempt == DOWNLOAD_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2 * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def _download_once(self, entry: ShardEntry):
         body = self._store.open(entry.key)
         digest, size = hashlib.sha256(), 0
         spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
