@@ -9,7 +9,9 @@ and capped candidates, written to ``_work/dt=D/candidates`` (visits only). The b
 is solved on the driver from a priority histogram of the candidates (not the page table) and
 applied by build_schedule; it is committed in the partition's marker together with the run's
 figures (the hosts' due and carried visits and expected-freshness sums, summed), which the
-run record reports.
+run record reports. The same pass writes ``plan/dt=D``, one row per page with its planned rate,
+lane and the reason for the rate (:mod:`jobs.core.plan_table`), a committed partition kept as
+long as state.
 
 Inputs beyond state: frontier/, host_policy/, and when present the hosts/dt=D table of the
 update side (cap_factor, trust_etag, trust_lm, audit_wanted), which must be committed.
@@ -130,6 +132,19 @@ def with_oracle(spark, path: str | None, pages):
             .withColumn("lambda_hat", F.coalesce("_lambda", "lambda_hat")).drop("_lambda"))
 
 
+def plan_table_frame(rows):
+    """plan_bucket's per-page rows as the ``plan/dt=D`` table (:data:`jobs.schemas.PLAN`):
+    epoch seconds back to a timestamp, pandas' NaN as null, the columns in contract order."""
+    from pyspark.sql import functions as F
+
+    def null_nan(c):
+        return F.when(~F.isnan(c), F.col(c))
+
+    return (rows.withColumn("last_success_at", F.timestamp_seconds(null_nan("last_success_s")))
+            .withColumn("marginal_value", null_nan("marginal_value"))
+            .select(*schemas.PLAN.names))
+
+
 # Host figures summed over the run's hosts (all but the host's own cap).
 FIGURE_SUMS = tuple(c for c in host_plan.HOST_FIGURES if c != "cap")
 
@@ -151,12 +166,14 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
     # kept (persisted) so they can be split without planning twice.
     planned = policy_rates.per_bucket(buckets, lambda pdf: host_plan.plan_bucket(pdf, ctx),
                                       host_plan.PLAN_DDL).persist()
-    figures_row = F.col("url").isNull()
+    figures_row, plan_row = F.col("url").isNull(), F.col("reason").isNotNull()
     cand_path = work_path(cfg, run_date, "candidates")
     # Files first, the cut solved from exactly those files, then both committed together,
     # with the run's figures beside them (summed over hosts: a few numbers, not rows).
     files = partitions.append_files(
-        planned.filter(~figures_row).select(*host_plan.CANDIDATE_COLUMNS), cand_path)
+        planned.filter(~figures_row & ~plan_row).select(*host_plan.CANDIDATE_COLUMNS), cand_path)
+    plan_rows = partitions.write_committed(plan_table_frame(planned.filter(plan_row)),
+                                           cfg.paths.table("plan", run_date), "plan")
     totals = (planned.filter(figures_row)
               .agg(*[F.sum(c).alias(c) for c in FIGURE_SUMS]).first().asDict())
     planned.unpersist()
@@ -178,7 +195,8 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
         "expected_freshness": ratio("weighted_freshness", "weight_sum"),
         "expected_freshness_fast": ratio("wf_fast", "w_fast"),
         "expected_freshness_refresh": ratio("wf_refresh", "w_refresh"),
-        "budget_cut": cut, **rate_info, **ingest.crawl_delay_figures(spark, cfg),
+        "budget_cut": cut, "plan_rows": plan_rows["rows"], **rate_info,
+        **ingest.crawl_delay_figures(spark, cfg),
     }
     write_stage_record(cfg, run_date, "allocate", record)
     return record

@@ -77,6 +77,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                       "Spark: recompute state/ from the whole history, --from D0 --to D"),
     "partitions": ("jobs.partitions", "main",
                    "commit partitions written before commit markers existed"),
+    "explain": ("jobs.explain", "main",
+                "one URL: state, planned rate and its reason, slots, last fetches (no Spark)"),
     "report": ("jobs.report", "main",
                "the day's HTML report (freshness, budget, caps, quarantine; no Spark)"),
 }

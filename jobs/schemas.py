@@ -272,6 +272,33 @@ HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
     C("updated_dt", "date", "run date that wrote this row"),
 ))
 
+PLAN = Contract("plan", "plan/dt=YYYY-MM-DD/*.parquet",
+                "One row per page allocate planned for the 24 h from D+1 00:00 UTC (known URLs "
+                "and frontier URLs): its planned rate, lane and the reason for the rate "
+                "(written by allocate, a committed partition kept as long as state; "
+                "example queries: docs/queries.md).", (
+    C("url", "string", "the URL"),
+    C("host", "string", "its host"),
+    C("lane", "string", "refresh, fast or discovery (gone pages: refresh)"),
+    C("reason", "string", "why the page gets its rate: gone_recheck, discovery, "
+                          "discovery_deferred, push_signal, fast_lane, host_cap, min_rate, "
+                          "max_rate, multiplier or policy (jobs/core/plan_table.py)"),
+    C("planned_rate", "float", "planned visits per day"),
+    C("visits", "int", "candidate visits in the window after the host cap, before the budget "
+                       "cut (the schedule holds the ones that survived it)"),
+    C("audit", "bool", "one of the visits is a measurement-only audit fetch"),
+    C("cap_binds", "bool", "the host's daily cap binds (due visits cut, or its rates sum to it)"),
+    C("host_cap", "int", "the host's daily cap (visits/day, after cap_factor)"),
+    C("importance", "float", "importance weight used (frontier: filled by the host prior)"),
+    C("lambda_hat", "float", "change rate used, changes per day (0 for frontier URLs)"),
+    C("marginal_value", "float", "objective gained per extra visit/day at the planned rate "
+                                 "(policy optimal; compare with metrics.refresh_marginal_value, "
+                                 "the day's multiplier); null otherwise", True),
+    C("last_success_at", "timestamp", "last 2xx/304 fetch", True),
+    C("p_stale_now", "float", "P(the page changed since last_success_at) at D+1 00:00 UTC: "
+                              "1 - exp(-lambda_hat x age in days); 1 with no successful fetch"),
+))
+
 SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
                     "Per-host fetch schedule for the 24 h from D+1 00:00 UTC; each host lies in "
                     "exactly one shard file.", (
@@ -358,7 +385,7 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet", "One row of run
 ))
 
 CONTRACTS = {c.name: c for c in (FETCH_LOG, IMPORTANCE, HOST_POLICY, SIGNALS, FRONTIER, STATE, HOSTS,
-                                 SCHEDULE, QUARANTINE, METRICS)}
+                                 PLAN, SCHEDULE, QUARANTINE, METRICS)}
 
 
 def markdown() -> str:

@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "verify": ["--date", "--config", "publish.target"],
     "rebuild-state": ["--from", "--to", "--config"],
     "partitions": ["paths"],
+    "explain": ["url", "--date", "--json", "--days", "--schedule", "--config", "--set"],
     "report": ["--date", "--days", "--top", "--out", "--config", "--set"],
 }
 

@@ -59,7 +59,7 @@ NEEDS: dict[str, dict[str, set[str]]] = {
         writes=("state", "quarantine", "metrics", "hosts", "_runs")),
     "allocate_build_schedule": spark_role(
         reads=("state", "hosts", "frontier", "importance", "host_policy"),
-        writes=("_work", "schedules", "metrics", "_runs", "quarantine")),
+        writes=("_work", "plan", "schedules", "metrics", "_runs", "quarantine")),
     "publish": {
         "s3:GetObject": objs(DATA, "schedules") | objs(SCHED, "schedules"),
         "s3:PutObject": objs(SCHED, "schedules"), "s3:DeleteObject": objs(SCHED, "schedules"),

@@ -124,7 +124,7 @@ def test_plan_host_headers_come_from_validators_and_bad_ones_force_full():
         "crawl_delay_s": 30.0, "max_fetches_per_day": [3, 3, 3, 3],
         "method_hint": ["conditional", "conditional", "conditional", "full"]})
     out = plan_bucket(pages, _ctx())
-    visits = out[out.url.notna()].set_index("url")
+    visits = out[out.url.notna() & out.reason.isna()].set_index("url")
     assert len(visits) == 3  # cap 3: the least important waits
     assert visits.loc["a"].method == "conditional" and visits.loc["a"].if_none_match == '"good"'
     assert visits.loc["b"].method == "full" and visits.loc["b"].if_none_match is None
@@ -148,7 +148,7 @@ def _host(n, interval_s=86400.0, delay=30.0, max_fetches=None, **extra):
 
 
 def _visits(out):
-    return out[out.url.notna()]
+    return out[out.url.notna() & out.reason.isna()]  # visits: not figures, not plan rows
 
 
 def test_mass_interval_shrink_still_respects_the_host_cap():

@@ -13,16 +13,18 @@ host. A bucket of one host is a host's plan (the tests use that).
    (summed over its hosts);
 3. :func:`plan_bucket` -- final rates for every lane, due visits, and each host's capped,
    ranked candidates plus one row of its figures (``url`` null: due and carried visits,
-   expected-freshness sums). allocate splits the two at the source: candidates go to the
-   ``_work/dt=D/candidates`` table (:data:`CANDIDATE_DDL`), the figures are summed over
-   hosts and committed in that table's marker beside the files, never as rows in it.
+   expected-freshness sums) and one plan row per page (``reason`` not null,
+   :mod:`jobs.core.plan_table`). allocate splits the three at the source: candidates go to
+   the ``_work/dt=D/candidates`` table (:data:`CANDIDATE_DDL`), plan rows to ``plan/dt=D``,
+   the figures are summed over hosts and committed in the candidates' marker beside the
+   files, never as rows in it.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from jobs.core import http_fields, lanes, plan, plan_work
+from jobs.core import http_fields, lanes, plan, plan_table, plan_work
 from jobs.core.audit_sample import day_unit
 from jobs.core.freshness import freshness
 from jobs.core.host_groups import HostGroups
@@ -38,8 +40,9 @@ HOST_FIGURES_DDL = (  # each host's figures, in plan_bucket's url-null rows (sum
     "weighted_freshness double, w_fast double, wf_fast double, w_refresh double, "
     "wf_refresh double, signals long, cap long, discovery_deferred long")
 HOST_FIGURES = [c.split()[0] for c in HOST_FIGURES_DDL.split(", ")]
-PLAN_DDL = CANDIDATE_DDL + ", " + HOST_FIGURES_DDL  # plan_bucket's output (one Spark pass)
-PLAN_COLUMNS = CANDIDATE_COLUMNS + HOST_FIGURES
+# plan_bucket's output (one Spark pass): visits, host figures and per-page plan rows
+PLAN_DDL = CANDIDATE_DDL + ", " + HOST_FIGURES_DDL + ", " + plan_table.PLAN_ROW_DDL
+PLAN_COLUMNS = CANDIDATE_COLUMNS + HOST_FIGURES + plan_table.PLAN_ROW_COLUMNS
 SUMMARY_DDL = ("host string, cap long, n_fast long, n_refresh long, n_gone long, "
                "n_audit long, n_discovery long, lo double, hi double, bin long, bin_count long")
 SUMMARY_COLUMNS = [c.split()[0] for c in SUMMARY_DDL.split(", ")]
@@ -126,7 +129,8 @@ def _validators(pages: pd.DataFrame, page: np.ndarray):
 
 def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     """Pass 3: every host's capped candidate visits, best first, plus one figures row per
-    host (``url`` null, :data:`HOST_FIGURES`; the visits leave those columns null).
+    host (``url`` null, :data:`HOST_FIGURES`; the visits leave those columns null) and one
+    plan row per page (``reason`` not null, :data:`jobs.core.plan_table.PLAN_ROW_COLUMNS`).
 
     Parameters
     ----------
@@ -139,7 +143,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     """
     b = plan_work.load(pages, ctx)
     pages, g, work = b.pages, b.groups, b.work
-    rate, _ = plan_work.lane_rates(b, ctx)
+    rate, res = plan_work.lane_rates(b, ctx)
     last_fetch, last_success, signal_at = (plan_work.seconds(pages, c) for c in TIME_COLUMNS)
     known, gone = work["known"].to_numpy(), work["gone"].to_numpy()
     # A trusted push signal newer than the last fetch: due now, P(changed) = 1.
@@ -178,6 +182,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         "audit_wanted": plan_work.flag(pages, "audit_wanted", False)[g.first][host],
         "signal": kept["signal"].to_numpy(bool),
     })
+    policy = ctx.policy
     live = known & ~gone
     fresh = freshness(work["lambda_hat"].to_numpy(), rate)
     imp = work["importance"].to_numpy()
@@ -190,5 +195,21 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
                                 ("w_fast", "wf_fast", lane == "fast"),
                                 ("w_refresh", "wf_refresh", (lane == "refresh") & ~gone)):
         figures[w_key], figures[wf_key] = g.sum(imp, mask), g.sum(imp * fresh, mask)
-    out = pd.concat([out, pd.DataFrame(figures)], ignore_index=True)
+    # A host's cap binds when it cut due visits, or when the policy's rates fill what the cap
+    # left the pages it prices (each host solved its own cap price, above the day's level).
+    priced = plan_work.priced_mask(work, ctx) if policy is not None else np.zeros(len(lane), bool)
+    room = res.hosts.refresh_cap + (res.hosts.fast if ctx.fast_floor else 0.0)
+    binds = (figures["carried"] > 0) | ((g.count(priced) > 0)
+                                        & (g.sum(rate, priced) >= room * (1 - 1e-9)))
+    per_page = np.bincount(page, minlength=len(pages))
+    audited = np.bincount(page, weights=kept["lane"].to_numpy() == "audit", minlength=len(pages))
+    rows = plan_table.page_rows(
+        host=g.labels[g.codes], url=work["url"].to_numpy(), lane=lane, gone=gone,
+        selected=plan_work.discovery_selected(work, ctx), signal=signal, rate=rate,
+        fast_rate=res.fast_per_page[g.codes], importance=imp,
+        lambda_hat=work["lambda_hat"].to_numpy(), last_success_s=last_success,
+        visits=per_page, audit=audited > 0, host_cap=b.cap[g.codes], cap_binds=binds[g.codes],
+        policy=policy, f_min=getattr(policy, "f_min", ctx.f_min),
+        f_max=getattr(policy, "f_max", ctx.f_max), window_start=ctx.window_start)
+    out = pd.concat([out, pd.DataFrame(figures), rows], ignore_index=True)
     return out.reindex(columns=PLAN_COLUMNS)

@@ -1,0 +1,116 @@
+"""Why each page gets its planned rate: the rows of the ``plan/dt=D`` table (pure numpy).
+
+allocate's third pass (:func:`jobs.core.host_plan.plan_bucket`) already holds every page's
+final rate, lane, host cap and candidate visits; :func:`page_rows` turns them into one row
+per page with the reason for the rate, the page's marginal value (policy ``optimal``) and
+``p_stale_now``, the probability that the page changed since its last successful fetch, at
+the start of the planned window. One reason per page, the first that applies:
+
+=====================  ==================================================================
+reason                 meaning
+=====================  ==================================================================
+gone_recheck           confirmed gone; re-checked every ``policy.gone_recheck_days``
+discovery              a frontier URL picked for a first fetch today
+discovery_deferred     a frontier URL below today's discovery threshold (fetched later)
+push_signal            a trusted push signal newer than the last fetch: due now
+fast_lane              the fast lane's rate (a floor when ``lanes.fast_as_floor``)
+host_cap               the host's daily cap binds: the page gets less than the policy
+                       would give it (its marginal value is above the day's multiplier)
+min_rate               the lowest rate allowed (``intervals.cap_s``); with ``optimal``: the
+                       marginal value is below the day's multiplier even there
+max_rate               the highest rate allowed (``intervals.floor_s``); with ``optimal``:
+                       the marginal value is above the multiplier even there
+multiplier             policy ``optimal``: the rate whose marginal value equals the day's
+                       multiplier (``metrics.refresh_marginal_value``)
+policy                 the rate of the configured policy (uniform, proportional, adaptive)
+                       at the day's level
+=====================  ==================================================================
+
+``audit`` (a measurement-only full fetch of the freshness audit sample today) is a flag
+beside the reason, not a reason: an audited page keeps its own rate.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from jobs.core.allocation_kkt import marginal_value
+from jobs.core.freshness import p_changed
+
+REASONS = {
+    "gone_recheck": "confirmed gone; re-checked every policy.gone_recheck_days",
+    "discovery": "a frontier URL picked for a first fetch today",
+    "discovery_deferred": "a frontier URL below today's discovery threshold",
+    "push_signal": "a trusted push signal newer than the last fetch: due now",
+    "fast_lane": "the fast lane's rate",
+    "host_cap": "the host's daily cap binds (the page's marginal value is above the "
+                "day's multiplier, the host has no visits left)",
+    "min_rate": "the lowest rate allowed (intervals.cap_s): the marginal value is below "
+                "the day's multiplier even there",
+    "max_rate": "the highest rate allowed (intervals.floor_s): the marginal value is above "
+                "the day's multiplier even there",
+    "multiplier": "the rate whose marginal value equals the day's multiplier",
+    "policy": "the configured policy's rate at the day's level",
+}
+
+PLAN_ROW_DDL = (  # plan_bucket's per-page rows (``reason`` not null): the plan/dt=D table
+    "reason string, planned_rate double, visits long, audit boolean, cap_binds boolean, "
+    "host_cap long, importance double, lambda_hat double, marginal_value double, "
+    "last_success_s double, p_stale_now double")
+PLAN_ROW_COLUMNS = [c.split()[0] for c in PLAN_ROW_DDL.split(", ")]
+_TOL = 1e-9  # relative: a rate "at" a bound or a host "at" its cap
+
+
+def p_stale(lam, last_success_s, at_s) -> np.ndarray:
+    """P(the page changed since its last successful fetch) at ``at_s`` (epoch seconds):
+    :math:`1 - e^{-\\hat\\lambda\\,\\text{age}}`; 1 where there was no successful fetch (we
+    hold no copy that could be current)."""
+    last = np.asarray(last_success_s, dtype=float)
+    age_days = (at_s - last) / 86400.0
+    return np.where(np.isnan(last), 1.0, p_changed(np.nan_to_num(lam), np.nan_to_num(age_days)))
+
+
+def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy, f_min, f_max):
+    """The reason code of each page (:data:`REASONS`), the first that applies."""
+    lane = np.asarray(lane, dtype=object)
+    name = getattr(policy, "name", None)
+    interior = "multiplier" if name == "optimal" else "policy"
+    out = np.where(rate <= f_min * (1 + _TOL), "min_rate",
+                   np.where(rate >= f_max * (1 - _TOL), "max_rate", interior)).astype(object)
+    if policy is None:  # no policy: the seed backoff interval, clipped
+        out[:] = "policy"
+    fast = (lane == "fast") & (rate <= fast_rate * (1 + _TOL))
+    for mask, code in ((cap_binds & (lane != "discovery"), "host_cap"),
+                       (fast, "fast_lane"), (signal, "push_signal"),
+                       ((lane == "discovery") & ~selected, "discovery_deferred"),
+                       ((lane == "discovery") & selected, "discovery"), (gone, "gone_recheck")):
+        out[mask] = code  # later rules win: they are checked first in the table above
+    return out
+
+
+def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, importance,
+              lambda_hat, last_success_s, visits, audit, host_cap, cap_binds, policy,
+              f_min, f_max, window_start) -> pd.DataFrame:
+    """One plan row per page (columns ``host``, ``url``, ``lane`` and :data:`PLAN_ROW_COLUMNS`).
+
+    ``visits``/``audit``: the page's candidate visits and whether one is an audit, after the
+    host cap and before the budget cut; ``host_cap``/``cap_binds``: per page, from its host.
+    ``policy`` is the refresh policy the day was solved with (its box: ``f_min``/``f_max``).
+    """
+    rate = np.asarray(rate, dtype=float)
+    code = reasons(lane=lane, gone=gone, selected=selected, signal=signal, rate=rate,
+                   fast_rate=fast_rate, cap_binds=cap_binds, policy=policy, f_min=f_min,
+                   f_max=f_max)
+    priced = (np.asarray(lane, dtype=object) != "discovery") & ~np.asarray(gone, bool)
+    mv = np.full(rate.size, np.nan)
+    if getattr(policy, "name", None) == "optimal" and priced.any():
+        mv[priced] = marginal_value(lambda_hat[priced], importance[priced], rate[priced],
+                                    policy.objective)
+    return pd.DataFrame({
+        "host": host, "url": url, "lane": lane, "reason": code, "planned_rate": rate,
+        "visits": np.asarray(visits, dtype=np.int64), "audit": np.asarray(audit, bool),
+        "cap_binds": np.asarray(cap_binds, bool), "host_cap": np.asarray(host_cap, np.int64),
+        "importance": importance, "lambda_hat": lambda_hat, "marginal_value": mv,
+        "last_success_s": last_success_s,
+        "p_stale_now": p_stale(lambda_hat, last_success_s, window_start),
+    })

@@ -1,0 +1,163 @@
+"""`recrawl explain` and the plan/ table on a root built by the real stages (e2e: Spark).
+
+Three days of generated history, update_state for each, allocate + build_schedule for the
+last two, the last one published to a loopback S3 server; then explain reads a URL's rows
+with pyarrow only, and every Spark SQL (and DuckDB) query of docs/queries.md runs on it.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs import (allocate, build_schedule, console, dag_tasks, partitions, update_state,
+                  validate_logs, verify)
+from jobs.paths import schedule_date, work_path
+from tests.conftest import make_config
+from tests.s3server import MotoS3Server, dummy_aws_env
+from tests.test_queries import (check_answers, localised, query_blocks, run_duckdb,
+                                statements)
+
+DAYS = ("2026-11-27", "2026-11-28", "2026-11-29")
+D = DAYS[-1]
+
+
+@pytest.fixture(scope="module")
+def pipeline(spark, tmp_path_factory):
+    from jobs.publish import ensure_bucket
+    from jobs.tools.generate_sample import generate_sample
+
+    root = str(tmp_path_factory.mktemp("explain"))
+    generate_sample(root, urls=600, hosts=12, days=len(DAYS), end_date=D, seed=11)
+    with dummy_aws_env(), MotoS3Server() as s3:
+        ensure_bucket(s3.endpoint_url, "sched")
+        overrides = ["budget.daily_fetches=400", "publish.target=s3://sched/daily",
+                     f"publish.endpoint_url={s3.endpoint_url}"]
+        cfg = make_config(root, *overrides)
+        for day in DAYS:
+            validate_logs.run(cfg, day)
+            update_state.run(cfg, day, spark, bootstrap=(day == DAYS[0]))
+        for day in DAYS[1:]:
+            allocate.run(cfg, day, spark)
+            build_schedule.run(cfg, day, spark)
+        dag_tasks.run_publish(cfg, D)
+        sets = [x for o in [f"paths.root={root}", "spark.master=local[2]",
+                            "spark.state_buckets=2", "schedule.n_shards=4", *overrides]
+                for x in ("--set", o)]
+        yield {"cfg": cfg, "root": root, "sets": sets, "s3": s3}
+
+
+def _plan(cfg, day):
+    return pd.concat([pd.read_parquet(f) for f in partitions.committed_files(
+        cfg.paths.table("plan", day), "plan")], ignore_index=True)
+
+
+def _explain(capsys, pipeline, *args):
+    code = console.main(["explain", *args, *pipeline["sets"]])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_plan_table_has_one_row_per_page_and_agrees_with_the_candidates(pipeline):
+    cfg = pipeline["cfg"]
+    plan = _plan(cfg, D)
+    state = pd.read_parquet(cfg.paths.table("state", D), columns=["url"])
+    assert plan.url.is_unique
+    assert set(state.url) <= set(plan.url)
+    assert set(plan.url) - set(state.url) == set(plan.url[plan.lane == "discovery"])
+    cand = pd.concat([pd.read_parquet(f) for f in partitions.committed_files(
+        work_path(cfg, D, "candidates"), "candidates")], ignore_index=True)
+    per_url = cand.groupby("url").agg(n=("url", "size"), rate=("rate", "first"))
+    p = plan.set_index("url")
+    assert (p.visits.reindex(per_url.index) == per_url.n).all()
+    assert p.visits.sum() == len(cand)
+    np.testing.assert_allclose(p.planned_rate.reindex(per_url.index), per_url.rate)
+    assert p.p_stale_now.between(0, 1).all() and p.reason.notna().all()
+    record = json.load(open(f"{cfg.paths.root}/_runs/dt={D}/allocate.json"))
+    assert record["plan_rows"] == len(plan)
+
+
+def _scheduled_url(pipeline):
+    cfg = pipeline["cfg"]
+    rows = verify.read_schedule(cfg.publish.target, schedule_date(D), cfg.publish.endpoint_url)
+    counts = rows[rows.lane != "audit"].url.value_counts()
+    return counts.index[0], rows[rows.url == counts.index[0]].sort_values("not_before")
+
+
+def test_explain_json_matches_state_plan_schedule_and_logs(capsys, pipeline):
+    cfg, root = pipeline["cfg"], pipeline["root"]
+    url, slots = _scheduled_url(pipeline)
+    code, out, err = _explain(capsys, pipeline, url, "--date", D, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    state = pd.read_parquet(cfg.paths.table("state", D)).set_index("url").loc[url]
+    assert doc["state"]["lambda_hat"] == pytest.approx(state.lambda_hat)
+    assert doc["state"]["lambda_hi"] == pytest.approx(state.lambda_hi)
+    assert doc["state"]["n_observations"] == state.n_observations
+    plan = _plan(cfg, D).set_index("url").loc[url]
+    assert doc["plan"]["planned_rate"] == pytest.approx(plan.planned_rate)
+    assert doc["plan"]["reason"] == plan.reason and doc["plan"]["reason_text"]
+    assert doc["host_row"]["host"] == state.host and doc["host_row"]["validator_class"]
+    assert doc["allocate"]["policy"] == cfg.policy.name
+    assert doc["schedule"]["source"] == "published"
+    got = [pd.Timestamp(s["not_before"]) for s in doc["schedule"]["slots"]]
+    assert got == list(slots.not_before) and len(got) >= 1
+    logs = pd.concat([pd.read_parquet(f"{root}/fetch_logs/dt={d}") for d in DAYS])
+    assert len(doc["fetches"]["rows"]) == (logs.url == url).sum()
+    assert doc["fetches"]["missing_days"] == []
+
+
+def test_explain_text_names_rate_reason_slots_and_fetches(capsys, pipeline):
+    url, slots = _scheduled_url(pipeline)
+    code, out, err = _explain(capsys, pipeline, url, "--date", D)
+    assert code == 0, err
+    print(out, file=__import__("sys").stderr)  # shown with -s / on failure: the report's sample
+    assert out.startswith(url)
+    for needle in ("lambda_hat", "90% interval", "validator class", "planned rate", "reason: ",
+                   "host cap", "p_stale_now", f"Schedule {schedule_date(D)} (published",
+                   "Fetches 2026-11-27 .. 2026-11-29"):
+        assert needle in out, needle
+    first = slots.not_before.iloc[0].strftime("%Y-%m-%d %H:%M:%S")
+    assert first in out
+
+
+def test_explain_refuses_missing_partitions_and_unknown_urls(capsys, pipeline):
+    url, _ = _scheduled_url(pipeline)
+    code, out, err = _explain(capsys, pipeline, url, "--date", DAYS[0])  # no allocate run
+    assert code == 2 and out == "" and "[plan]" in err and "MissingPartitionError" in err
+    code, out, err = _explain(capsys, pipeline, "https://nowhere.example/x", "--date", D)
+    assert code == 2 and out == "" and "unknown to this run" in err
+    # A day allocate planned but nobody published: the schedule is a named refusal too.
+    code, out, err = _explain(capsys, pipeline, url, "--date", DAYS[1], "--schedule",
+                              "published")
+    assert code == 2 and "[schedules]" in err
+
+
+def test_every_spark_sql_query_runs_and_matches_duckdb(spark, pipeline):
+    root, cfg = pipeline["root"], pipeline["cfg"]
+    plan = _plan(cfg, D)
+    url = plan[plan.lane == "refresh"].url.iloc[0]
+    answers = []
+    for section, sql in query_blocks("spark"):
+        *setup, last = statements(localised(sql, root, url))
+        for s in setup:
+            spark.sql(s)
+        answers.append((section, spark.sql(last).toPandas()))
+    check_answers(answers, plan, url, days_with_metrics=2, days=3)
+    duck = [run_duckdb(localised(sql, root, url)) for _, sql in query_blocks("duckdb")]
+    for (section, theirs), ours in zip(answers, duck):
+        assert list(theirs.columns) == list(ours.columns), section
+        assert len(theirs) == len(ours), section
+        for c in theirs.columns:
+            a, b = theirs[c].tolist(), ours[c].tolist()
+            if c == "dt":
+                a, b = [str(x)[:10] for x in a], [str(x)[:10] for x in b]
+            if theirs[c].dtype.kind == "f" or ours[c].dtype.kind == "f":
+                np.testing.assert_allclose(np.array(a, float), np.array(b, float),
+                                           rtol=1e-9, err_msg=f"{section}: {c}")
+            else:
+                assert a == b, (section, c)
+    print(json.dumps({s: f.to_dict("records") for s, f in answers}, default=str, indent=1),
+          file=__import__("sys").stderr)

@@ -1,0 +1,109 @@
+"""The per-page plan rows of allocate's third pass (jobs.core.plan_table, the plan/dt=D table)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs.core import host_plan, plan_table
+from jobs.core.freshness import freshness
+from tests.test_host_plan import LEVELS, W0, _bucket, _by_host, _ctx
+
+
+def _split(out):
+    visits = out[out.url.notna() & out.reason.isna()]
+    plan = out[out.reason.notna()].infer_objects().set_index("url")
+    return visits, plan
+
+
+@pytest.fixture(scope="module")
+def planned():
+    pages = _bucket(seed=3)
+    ctx = _ctx("optimal", level=LEVELS[0])
+    return pages, ctx, host_plan.plan_bucket(pages, ctx)
+
+
+def test_one_plan_row_per_page_and_its_visits_are_the_candidates(planned):
+    pages, _, out = planned
+    visits, plan = _split(planned[2])
+    assert sorted(plan.index) == sorted(pages.url)
+    assert plan.host.to_dict() == pages.set_index("url").host.to_dict()
+    counts = visits.groupby("url").size()
+    assert (plan.visits.reindex(counts.index) == counts).all()
+    assert (plan.visits.drop(counts.index) == 0).all()
+    # The visits of a page carry its planned rate (audit visits too: the page's own rate).
+    rate = visits.groupby("url").rate.first()
+    np.testing.assert_allclose(plan.planned_rate.reindex(rate.index), rate, rtol=1e-12)
+    audited = visits[visits.lane == "audit"].url.unique()
+    assert len(audited) and plan.audit[audited].all()
+    assert not plan.audit.drop(audited).any()
+
+
+def test_reasons_follow_gone_discovery_signal_and_the_host_cap(planned):
+    pages, ctx, out = planned
+    _, plan = _split(out)
+    p = pages.set_index("url")
+    gone = p.index[p.gone & (p.lane != "discovery")]
+    assert len(gone) and (plan.reason[gone] == "gone_recheck").all()
+    frontier = p.index[p.lane == "discovery"]
+    assert set(plan.reason[frontier]) <= {"discovery", "discovery_deferred"}
+    signal = p.index[p.pending_signal_at.notna() & ~p.gone & (p.lane != "discovery")]
+    assert len(signal) and (plan.reason[signal] == "push_signal").all()
+    # h3.example allows 25 fetches a day for ~60 pages: its cap binds; h4 (10 s delay) not.
+    assert plan.cap_binds[plan.host == "h3.example"].all()
+    assert (plan.host_cap[plan.host == "h3.example"] == 25).all()
+    capped = plan[(plan.host == "h3.example") & (plan.lane == "refresh")]
+    assert len(capped) and set(capped.reason) <= {"host_cap", "push_signal", "gone_recheck"}
+    assert "host_cap" in set(capped.reason)
+    free = plan[(plan.host == "h4.example") & (plan.lane == "refresh")]
+    assert not free.cap_binds.any()
+    assert set(free.reason) <= {"multiplier", "min_rate", "max_rate", "push_signal",
+                                "gone_recheck", "fast_lane"}
+    assert set(plan.reason) <= set(plan_table.REASONS)
+
+
+def test_marginal_value_is_the_slope_of_weighted_freshness(planned):
+    _, _, out = planned
+    _, plan = _split(out)
+    priced = plan[plan.marginal_value.notna() & (plan.planned_rate > 0)
+                  & (plan.lambda_hat > 0)]
+    assert len(priced) > 20
+    lam, w, f = (priced[c].to_numpy(float) for c in ("lambda_hat", "importance", "planned_rate"))
+    h = 1e-6 * f
+    slope = w * (freshness(lam, f + h) - freshness(lam, f - h)) / (2 * h)
+    np.testing.assert_allclose(priced.marginal_value, slope, rtol=1e-4)
+    # Interior pages of an uncapped host meet the multiplier (0.05) exactly.
+    interior = plan[(plan.reason == "multiplier")]
+    assert len(interior)
+    np.testing.assert_allclose(interior.marginal_value, 0.05, rtol=1e-6)
+
+
+def test_p_stale_now_is_one_minus_exp_of_lambda_times_age(planned):
+    pages, _, out = planned
+    _, plan = _split(out)
+    p = pages.set_index("url").reindex(plan.index)
+    age = (W0 - p.last_success_at.map(lambda t: t.timestamp() if pd.notna(t) else np.nan)) / 86400
+    want = np.where(age.isna(), 1.0, 1 - np.exp(-np.nan_to_num(p.lambda_hat) * age.fillna(0)))
+    np.testing.assert_allclose(plan.p_stale_now, want, rtol=1e-9)  # us timestamps
+    assert plan.p_stale_now.between(0, 1).all()
+    assert (plan.p_stale_now[p.lane == "discovery"] == 1.0).all()  # no copy yet
+
+
+def test_plan_rows_of_a_bucket_are_those_of_its_hosts(planned):
+    pages, ctx, whole = planned
+    parts = pd.concat(_by_host(pages, lambda g: host_plan.plan_bucket(g, ctx)), ignore_index=True)
+    cols = ["host", "lane", *plan_table.PLAN_ROW_COLUMNS]
+    got, want = (_split(x)[1].sort_index()[cols] for x in (whole, parts))
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12)
+
+
+def test_other_policies_say_policy_and_floors_say_min_rate():
+    pages = _bucket(seed=5)
+    out = host_plan.plan_bucket(pages, _ctx("adaptive", level=1.0))
+    _, plan = _split(out)
+    refresh = plan[(plan.lane == "refresh") & ~plan.cap_binds]
+    assert "policy" in set(refresh.reason) and "multiplier" not in set(plan.reason)
+    assert plan.marginal_value.isna().all()
+    # optimal at a very high price: every uncapped refresh page sits at the lowest rate.
+    _, dear = _split(host_plan.plan_bucket(pages, _ctx("optimal", level=1e6)))
+    free = dear[(dear.lane == "refresh") & ~dear.cap_binds & (dear.reason != "push_signal")
+                & (dear.reason != "gone_recheck")]
+    assert len(free) and (free.reason == "min_rate").all()
