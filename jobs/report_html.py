@@ -248,8 +248,8 @@ def render(doc: dict) -> str:
         table(flow, {"due": "{:,.0f}", "planned": "{:,.0f}", "carried_over": "{:,.0f}"}),
         "<h2>Hosts at their cap</h2>",
         f"<p>{len(cap)} of {doc['hosts_planned']} planned hosts are at their daily cap.</p>",
-        table(cap.head(doc["top"]), headers={"host_cap": "cap (visits/day)",
-                                             "visits": "candidate visits"})
+        (table(cap.head(doc["top"]), headers={"host_cap": "cap (visits/day)",
+                                              "visits": "candidate visits"}) if len(cap) else "")
         + (f"<p>… and {len(cap) - doc['top']} more.</p>" if len(cap) > doc["top"] else ""),
         "<h2>Distribution of λ̂</h2>",
         bar_chart("Known pages by estimated change rate λ̂", lam["bin"],
@@ -259,10 +259,11 @@ def render(doc: dict) -> str:
         "<h2>Top stale important hosts</h2>",
         "<p>Stale importance: Σ importance × P(changed since the last successful fetch) at "
         "the start of the planned window (plan.p_stale_now).</p>",
-        table(stale, {"stale_weight": "{:,.2f}", "stale_share": "{:.1%}",
-                      "importance": "{:,.2f}", "urls": "{:,.0f}"},
-              {"stale_weight": "stale importance", "stale_share": "stale share",
-               "urls": "pages"}),
+        (table(stale, {"stale_weight": "{:,.2f}", "stale_share": "{:.1%}",
+                       "importance": "{:,.2f}", "urls": "{:,.0f}"},
+               {"stale_weight": "stale importance", "stale_share": "stale share",
+                "urls": "pages"}) if len(stale) else
+         f"<p>No known page with a positive importance in plan/dt={esc(d)}.</p>"),
     ]
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'

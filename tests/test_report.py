@@ -190,6 +190,17 @@ def test_a_day_without_audit_fetches_is_flagged():
     assert "no audit fetch scored" in render(doc)
 
 
+def test_empty_sections_say_so_instead_of_drawing_an_empty_table():
+    doc = _doc()
+    page = render({**doc, "hosts_at_cap": doc["hosts_at_cap"].iloc[:0],
+                   "stale_hosts": doc["stale_hosts"].iloc[:0],
+                   "quarantine": doc["quarantine"].iloc[:0]})
+    assert "0 of 3 planned hosts are at their daily cap." in page
+    assert "No known page with a positive importance in plan/dt=2026-11-29." in page
+    assert "No input row was quarantined on 2026-11-29." in page
+    assert page.count("<table>") == 3  # freshness, lanes, due/planned/carried
+
+
 # --- reads of committed partitions (no Spark) --------------------------------------------
 
 def _commit(path, frame):
@@ -339,7 +350,8 @@ def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
         assert len(svgs[0].find_elements(By.CSS_SELECTOR, "circle")) >= 2  # audited days
         box = driver.find_element(By.CSS_SELECTOR, ".missing")
         assert box.is_displayed() and "Missing inputs" in box.text
-        assert len(driver.find_elements(By.TAG_NAME, "table")) == 6
+        tables = 4 + (len(doc["hosts_at_cap"]) > 0) + (len(doc["quarantine"]) > 0)
+        assert len(driver.find_elements(By.TAG_NAME, "table")) == tables
         assert driver.find_elements(By.TAG_NAME, "script") == []
         height = driver.execute_script("return document.documentElement.scrollHeight")
         driver.set_window_size(1100, height + 200)
