@@ -117,6 +117,11 @@ class SparkConfig:
     app_name: str = _doc("Spark application name prefix.", default="recrawl")
     state_buckets: int = _doc("URL-hash buckets a state update is split into (one pandas "
                               "batch each).", default=8)
+    rebuild_rows_per_bucket: int = _doc("`rebuild_state` replays each host-hash bucket in one "
+                                        "pandas batch holding every day's logs of its hosts: "
+                                        "it makes about (log rows of all days) / this many "
+                                        "buckets, and at least one per Spark core.",
+                                        default=1_000_000)
     settings: dict = _doc("Settings of the embedded master only (local[...]: laptop, CI, the demo); "
                           "never sent to a cluster, whose spark-defaults.conf decides there.",
                           default_factory=lambda: {"spark.sql.shuffle.partitions": "8",
@@ -409,6 +414,8 @@ def _validate(c: Config) -> None:
         raise ConfigError("policy.default_importance must be >= 0")
     if c.schedule.n_shards < 1 or c.spark.state_buckets < 1:
         raise ConfigError("schedule.n_shards and spark.state_buckets must be >= 1")
+    if c.spark.rebuild_rows_per_bucket < 1:
+        raise ConfigError("spark.rebuild_rows_per_bucket must be >= 1")
     if c.airflow.retries < 0 or not c.airflow.retry_delay_s >= 0:
         raise ConfigError("airflow.retries and airflow.retry_delay_s must be >= 0")
     _validate_update_sections(c)

@@ -1,29 +1,291 @@
-"""Recompute state from the whole fetch-log history, day by day.
+"""Recompute state from the whole fetch-log history in one Spark job.
 
-Used after a bug fix or a change to the estimators: it replays update_state for every
-date in [--from, --to] starting from empty state, so the result is exactly what the
-daily incremental runs would have produced (a test checks this).
+Used after a bug fix or a change to the estimators: it folds every date in [--from, --to]
+starting from nothing (whatever state exists before --from), and its result equals what
+the daily incremental runs (``jobs.update_state``) would have produced (a test checks
+this for the state, every day's hosts table and every day's run record).
+
+One job, not one per day: every day's clean logs and signals are read once, with their
+day, and grouped by a hash of the HOST (not the URL); one pandas call per bucket replays
+the days in order (:func:`jobs.core.replay.replay`: stale rows, the host
+trust of the day before, ``fold_day``, ``update_hosts``). This is exact because all
+dependence between URLs before the group priors is within a host, and λ̂ of a day never
+feeds a later fold. After the last day the group priors and importance are applied as
+``update_state`` applies them. Besides reading each day's partitions and one ``fold_day``
+call per bucket and day, the cost grows with the log rows, not with days × state.
+
+Writes (a rerun replaces them):
+
+* ``state/dt=--to`` only. The state partitions of the days before are NOT written (writing
+  them is the days × state cost this job exists to avoid); partitions already there from
+  earlier runs are left as they are and no longer match the rebuilt hosts and records, so
+  run ``update_state`` for a date inside the range only after rebuilding up to its day
+  before. The DAG's next day reads ``state/dt=--to`` and ``hosts/dt=--to``.
+* ``hosts/dt=D`` for every day (small);
+* ``quarantine/dt=D/source=...`` for every day, as the daily run writes it (including the
+  ``stale_fetched_at`` rows older than their URL's last fetch of the day before);
+* the ``update_state`` run record of every day (same keys as the daily run's), so metrics
+  exist for every date.
+
+Memory: one bucket holds every day's logs of its hosts (a host is never split): about
+``spark.rebuild_rows_per_bucket`` log rows, and there is at least one bucket per core. Each
+bucket folds each day once (one ``fold_day`` call for all its URLs), so fewer, larger
+buckets cost less.
 
 Run: ``python -m jobs.rebuild_state --from 2026-11-01 --to 2026-11-29 [--config ...]``.
-Output goes to the configured root's ``state/``; point ``paths.root`` at a copy to
-compare before replacing production state.
+Output goes to the configured root; point ``paths.root`` at a copy to compare before
+replacing production state.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
-from jobs import update_state
+import pandas as pd
+
+from jobs import ingest, partitions, schemas, storage, update_state
 from jobs.config import Config, add_config_args, config_from_args
-from jobs.paths import date_range
+from jobs.core import replay, state_update, trust
+from jobs.params import trust_params, update_params
+from jobs.paths import date_range, quarantine_path
+from jobs.runlog import write_stage_record
 from jobs.spark_session import get_spark
+
+_LOG_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
+             "content_hash", "lane", "elapsed_ms"]
+_SIG_COLS = ["url", "host", "signaled_at"]
+_SIG_DDL = "url string, host string, signaled_at timestamp, dt string"
+_QUARANTINE_SOURCES = ("fetch_logs", "importance", "signals")
+_QUARANTINE_COLS = ("reason", "url", "row_json")  # a quarantine file's columns
+# The replay's one output holds rows of four kinds (_kind) side by side in one schema:
+# "state" rows use the state columns, "hosts" rows the h_ columns, "figures" (per day and
+# bucket) and "stale" (per day and URL: url, last_fetch_at) rows the f_ columns.
+
+
+def buckets(cfg: Config, log_rows: int, cores: int) -> int:
+    """Host-hash buckets of the replay: about ``log_rows / spark.rebuild_rows_per_bucket``
+    (a bucket holds every day's logs of its hosts), at least one per core. Fewer is cheaper:
+    each bucket folds every day once, whatever its size."""
+    return max(1, cores, -(-log_rows // cfg.spark.rebuild_rows_per_bucket))
+
+
+def _out_schema():
+    """(Spark DDL, Arrow schema) of the replay's output."""
+    import pyarrow as pa
+
+    hosts_ddl = ", ".join(f"h_{part}" for part in schemas.HOSTS.spark_ddl().split(", "))
+    figures = list(replay.FIGURES)
+    ddl = (f"_kind string, _dt string, {schemas.STATE.spark_ddl()}, {hosts_ddl}, "
+           + ", ".join(f"f_{c} bigint" for c in figures))
+    fields = ([pa.field("_kind", pa.string()), pa.field("_dt", pa.string())]
+              + list(schemas.STATE.arrow_schema(all_nullable=True))
+              + [f.with_name(f"h_{f.name}") for f in schemas.HOSTS.arrow_schema(all_nullable=True)]
+              + [pa.field(f"f_{c}", pa.int64()) for c in figures])
+    return ddl, pa.schema(fields)
+
+
+def _arrow(pdf: pd.DataFrame, kind: str, schema):
+    """``pdf`` (columns named as in ``schema``; the others null) as an Arrow table of it."""
+    import pyarrow as pa
+
+    n = len(pdf)
+    arrays = []
+    for f in schema:
+        if f.name == "_kind":
+            arrays.append(pa.array([kind] * n, pa.string()))
+        elif f.name in pdf.columns:
+            arrays.append(pa.array(pdf[f.name], type=f.type, from_pandas=True))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _replay_fn(cfg: Config, days: list[str], schema):
+    up, tp = update_params(cfg), trust_params(cfg)
+
+    def run_bucket(logs_t, sig_t):
+        import pyarrow as pa
+
+        r = replay.replay(logs_t.to_pandas(), sig_t.to_pandas(), days, up, tp)
+        last = days[-1]
+        parts = [
+            _arrow(r.state.assign(_dt=last), "state", schema),
+            _arrow(r.hosts.rename(columns={c: f"h_{c}" for c in trust.HOST_COLUMNS})
+                   .rename(columns={"dt": "_dt"}), "hosts", schema),
+            _arrow(r.figures.rename(columns={c: f"f_{c}" for c in replay.FIGURES})
+                   .rename(columns={"dt": "_dt"}), "figures", schema),
+            _arrow(r.stale.rename(columns={"dt": "_dt", "rows": "f_stale_rows"}), "stale", schema),
+        ]
+        return pa.concat_tables(parts)
+
+    return run_bucket
+
+
+def _union(frames):
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _write_hosts(cfg: Config, days: list[str], hosts) -> None:
+    """Every day's hosts in one partitioned write, then one commit per ``hosts/dt=D``
+    (a day without hosts is committed empty, as the daily run commits it)."""
+    root = cfg.paths.table("hosts")
+    before = {d: set(storage.list_parquet_files(cfg.paths.table("hosts", d))) for d in days}
+    storage.delete_dir(f"{root.rstrip('/')}/_temporary")  # a killed job's task outputs
+    (hosts.repartition("dt").sortWithinPartitions("dt", "host")
+     .write.mode("append").partitionBy("dt").parquet(root))
+    for d in days:
+        path = cfg.paths.table("hosts", d)
+        new = [f for f in storage.list_parquet_files(path) if f not in before[d]]
+        partitions.commit_files(path, "hosts", new)
+    _drop_success_marker(root)
+
+
+def _drop_success_marker(root: str) -> None:
+    marker = f"{root.rstrip('/')}/_SUCCESS"
+    if storage.exists(marker):  # Spark's, at the table root: no partition's commit
+        storage.delete_file(marker)
+
+
+def _write_quarantine(cfg: Config, replaced: list[tuple[str, str]], rows) -> dict:
+    """Every day's quarantine rows (``dt``, ``source``, reason, url, row_json) in one
+    partitioned write; returns {(day, source): rows} for every pair of ``replaced``.
+
+    As the daily run, each (day, source) of ``replaced`` (its input was read) is replaced,
+    even by no rows (then by an empty file, as Spark writes one); any other is left alone.
+    """
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    rows = rows.cache()
+    counts = {(r["dt"], r["source"]): int(r["n"])
+              for r in rows.groupBy("dt", "source").agg(F.count("*").alias("n")).collect()}
+    for d, source in replaced:
+        storage.delete_dir(quarantine_path(cfg, d, source))
+    if counts:
+        root = cfg.paths.table("quarantine")
+        storage.delete_dir(f"{root.rstrip('/')}/_temporary")  # a killed job's task outputs
+        (rows.repartition("dt", "source").write.mode("append").partitionBy("dt", "source")
+         .parquet(root))
+        _drop_success_marker(root)
+    rows.unpersist()
+    empty = pa.schema([pa.field(name, pa.string()) for name in _QUARANTINE_COLS])
+    for d, source in replaced:
+        if (d, source) not in counts:
+            storage.write_parquet(f"{quarantine_path(cfg, d, source)}/part-00000-empty.parquet",
+                                  empty.empty_table())
+    return {key: counts.get(key, 0) for key in replaced}
+
+
+def _stale_rows(logs, stale, columns: list[str]):
+    """Quarantine rows (``ingest.split_stale_rows``' rule and row format, for all days in
+    one join): log rows older than their URL's last fetch of the day before."""
+    from pyspark.sql import functions as F
+
+    prev = stale.select(F.col("_dt").alias("dt"), "url",
+                        F.col("last_fetch_at").alias("_prev_fetch_at"))
+    return (logs.join(prev, ["dt", "url"])
+            .filter(F.col("fetched_at") < F.col("_prev_fetch_at"))
+            .select("dt", F.lit("fetch_logs").alias("source"),
+                    F.lit("stale_fetched_at").alias("reason"), F.col("url").cast("string"),
+                    F.to_json(F.struct(*[F.col(c) for c in columns])).alias("row_json")))
 
 
 def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
-    spark = spark or get_spark(cfg, "rebuild_state")
+    """Rebuild state/dt=``last``, hosts, quarantine and run records of [first, last]; return
+    the run records, one per day (as ``update_state.run`` returns each)."""
+    from pyspark.sql import functions as F
+
     days = date_range(first, last)
-    # The first day starts from nothing, whatever state exists for the day before.
-    return [update_state.run(cfg, day, spark, from_empty=(day == days[0])) for day in days]
+    if not days:
+        raise ValueError(f"empty date range {first} .. {last}")
+    spark = spark or get_spark(cfg, "rebuild_state")
+    reads = {d: (ingest.read_fetch_logs(spark, cfg, d), ingest.read_signals(spark, cfg, d))
+             for d in days}
+    log_rows = {d: sum(storage.parquet_metadata(f).num_rows for f in
+                       storage.list_parquet_files(cfg.paths.table("fetch_logs", d)))
+                for d in days}
+    importance, bad_imp = ingest.read_importance(spark, cfg)
+    log_cols = reads[days[0]][0][0].columns  # the clean rows' columns, as read_fetch_logs gives
+    logs = _union([clean.withColumn("dt", F.lit(d)) for d, ((clean, _), _) in reads.items()])
+    sig_frames = [sig.select(*_SIG_COLS).withColumn("dt", F.lit(d))
+                  for d, (_, (sig, _)) in reads.items() if sig is not None]
+    signals = _union(sig_frames) if sig_frames else spark.createDataFrame([], _SIG_DDL)
+
+    # 1. The replay: one pandas call per host bucket over all days; its output is small
+    # beside the logs (last state, hosts per day), so it is materialised once and the
+    # plans below start from it.
+    ddl, arrow_schema = _out_schema()
+    n = F.lit(buckets(cfg, sum(log_rows.values()), spark.sparkContext.defaultParallelism))
+    out = (logs.select(*_LOG_COLS, "dt").withColumn("_b", F.pmod(F.xxhash64("host"), n))
+           .groupBy("_b")
+           .cogroup(signals.withColumn("_b", F.pmod(F.xxhash64("host"), n)).groupBy("_b"))
+           .applyInArrow(_replay_fn(cfg, days, arrow_schema), ddl)
+           .localCheckpoint(eager=True))
+    kind = F.col("_kind")
+    sums = {r["_dt"]: r for r in out.filter(kind == "figures").groupBy("_dt").agg(
+        *[F.sum(f"f_{c}").alias(c) for c in replay.FIGURES]).collect()}
+
+    # 2. The last day's state: group priors and importance exactly as update_state.
+    folded = out.filter(kind == "state").select(*schemas.STATE.names)
+    cached = []  # the prior tables with_group_priors persists
+    result = update_state.with_group_priors(cfg, folded, cached)
+    default_imp = F.lit(float(cfg.policy.default_importance))
+    if importance is not None:
+        result = (result.drop("importance").join(importance, "url", "left")
+                  .withColumn("importance", F.coalesce("importance", default_imp)))
+    else:
+        result = result.withColumn("importance", default_imp)
+    partitions.write_committed(result.select(*state_update.STATE_COLUMNS),
+                               cfg.paths.table("state", last), "state")
+    for frame in cached:
+        frame.unpersist()
+
+    # 3. Every day's hosts.
+    hosts = out.filter(kind == "hosts").select(
+        *[F.col(f"h_{c}").alias(c) for c in schemas.HOSTS.names], F.col("_dt").alias("dt"))
+    _write_hosts(cfg, days, hosts)
+    by_class: dict[str, dict] = {d: {} for d in days}
+    cut = dict.fromkeys(days, 0)
+    for r in hosts.groupBy("dt", "validator_class").agg(
+            F.count("*").alias("n"),
+            F.sum((F.col("cap_factor") < 1.0).cast("long")).alias("cut")).collect():
+        by_class[r["dt"]][r["validator_class"]] = int(r["n"])
+        cut[r["dt"]] += int(r["cut"] or 0)
+
+    # 4. Every day's quarantine: the reads' rows, and the stale rows the replay found.
+    columns = ["dt", "source", "reason", "url", "row_json"]
+    replaced, frames = [], []
+    for d, ((_, bad_logs), (_, bad_sig)) in reads.items():
+        for source, bad in (("fetch_logs", bad_logs), ("signals", bad_sig)):
+            if bad is not None:
+                replaced.append((d, source))
+                frames.append(bad.withColumn("dt", F.lit(d)).select(*columns))
+    if bad_imp is not None:  # the daily run quarantines the same importance rows every day
+        replaced += [(d, "importance") for d in days]
+        frames.append(bad_imp.crossJoin(spark.createDataFrame([(d,) for d in days], "dt string"))
+                      .select(*columns))
+    if any(int(r["stale_rows"] or 0) for r in sums.values()):
+        frames.append(_stale_rows(logs, out.filter(kind == "stale"), log_cols))
+    quarantined = _write_quarantine(cfg, replaced, _union(frames))
+
+    # 5. Every day's run record, keys as update_state's.
+    records = []
+    for d in days:
+        fig = sums.get(d)
+        get = (lambda c: int(fig[c] or 0)) if fig is not None else (lambda c: 0)  # noqa: E731
+        record = {
+            "log_rows": log_rows[d],
+            **{f"quarantined_{s}": quarantined.get((d, s), 0) for s in _QUARANTINE_SOURCES},
+            "urls_known": get("urls_known"), "urls_gone": get("urls_gone"),
+            "urls_pending_signal": get("urls_pending_signal"),
+            "hosts_known": int(sum(by_class[d].values())), "hosts_by_class": by_class[d],
+            "hosts_cap_cut": cut[d],
+            **update_state._audit_figures(cfg, get("audit_n"), get("audit_fresh")),
+        }
+        write_stage_record(cfg, d, "update_state", record)
+        records.append(record)
+    return records
 
 
 def main(argv=None) -> int:

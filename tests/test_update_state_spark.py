@@ -155,30 +155,99 @@ def test_audit_rows_are_measurement_only(three_days):
     assert p3.n_fetches == s2.loc["https://a.example/p3", "n_fetches"] + 1
 
 
-def test_rebuild_equals_incremental_on_generated_data(spark, tmp_path):
+GEN_DAYS = ["2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
+
+
+def _add_stale_row(root, day_before, day):
+    """Re-deliver one fetch of ``day_before`` in ``day``'s logs an hour earlier: older than
+    its URL's last fetch, so both the daily run and the rebuild quarantine it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    before = pq.read_table(os.path.join(root, "fetch_logs", f"dt={day_before}"))
+    pdf = before.to_pandas()
+    row = pdf[pdf["status"] == 200].sort_values(["url", "fetched_at"]).tail(1).copy()
+    row["fetched_at"] = row["fetched_at"] - pd.Timedelta(hours=1)
+    pq.write_table(pa.Table.from_pandas(row, schema=before.schema, preserve_index=False),
+                   os.path.join(root, "fetch_logs", f"dt={day}", "part-stale.parquet"))
+    return row["url"].iloc[0]
+
+
+def _quarantine(root, day):
+    """{source: sorted rows} of quarantine/dt=day (None: no directory)."""
+    out = {}
+    for source in ("fetch_logs", "importance", "signals"):
+        path = os.path.join(root, "quarantine", f"dt={day}", f"source={source}")
+        out[source] = (None if not os.path.isdir(path) else
+                       sorted(map(tuple, pd.read_parquet(path)[["reason", "url", "row_json"]]
+                                  .itertuples(index=False))))
+    return out
+
+
+@pytest.fixture(scope="module")
+def rebuilt(spark, tmp_path_factory):
+    """Four generated days with a stale row on the last, run daily, then rebuilt in place."""
     from jobs.tools.generate_sample import generate_sample
 
-    root = str(tmp_path / "gen")
-    generate_sample(root, urls=240, hosts=8, days=2, end_date="2024-01-03", seed=3,
-                    signal_days=2)
-    cfg = make_config(root)
-    days = ["2024-01-02", "2024-01-03"]
-    for d in days:
-        update_state.run(cfg, d, spark, bootstrap=(d == days[0]))
-    inc = {t: pd.read_parquet(os.path.join(root, t, "dt=2024-01-03")) for t in ("state", "hosts")}
+    root = str(tmp_path_factory.mktemp("gen"))
+    generate_sample(root, urls=240, hosts=8, days=4, end_date=GEN_DAYS[-1], seed=3,
+                    signal_days=3)
+    stale_url = _add_stale_row(root, GEN_DAYS[-2], GEN_DAYS[-1])
+    cfg = make_config(root, "spark.rebuild_rows_per_bucket=400")  # several buckets
+    daily = {d: update_state.run(cfg, d, spark, bootstrap=(d == GEN_DAYS[0])) for d in GEN_DAYS}
+    read = lambda t, d: pd.read_parquet(os.path.join(root, t, f"dt={d}"))  # noqa: E731
+    inc = {"state": read("state", GEN_DAYS[-1]),
+           "hosts": {d: read("hosts", d) for d in GEN_DAYS},
+           "quarantine": {d: _quarantine(root, d) for d in GEN_DAYS}}
     # A rebuild must ignore whatever state/hosts precede its first day.
     for t in ("state", "hosts"):
-        shutil.copytree(os.path.join(root, t, "dt=2024-01-03"), os.path.join(root, t, "dt=2024-01-01"))
-    rebuild_state.run(cfg, days[0], days[-1], spark)
-    for t, key in (("state", "url"), ("hosts", "host")):
-        a = inc[t].sort_values(key).reset_index(drop=True)
-        b = pd.read_parquet(os.path.join(root, t, "dt=2024-01-03")).sort_values(key)
-        pd.testing.assert_frame_equal(a, b.reset_index(drop=True)[a.columns], check_exact=False,
-                                      rtol=1e-9)
+        shutil.copytree(os.path.join(root, t, f"dt={GEN_DAYS[-1]}"),
+                        os.path.join(root, t, "dt=2024-01-01"))
+    # ... and rewrite every day's quarantine, records and hosts, but only the last state.
+    shutil.rmtree(os.path.join(root, "quarantine"))
+    for d in GEN_DAYS:
+        shutil.rmtree(os.path.join(root, "hosts", f"dt={d}"))
+        os.remove(os.path.join(root, "_runs", f"dt={d}", "update_state.json"))
+    for d in GEN_DAYS[:-1]:
+        shutil.rmtree(os.path.join(root, "state", f"dt={d}"))
+    records = rebuild_state.run(cfg, GEN_DAYS[0], GEN_DAYS[-1], spark)
+    return {"cfg": cfg, "root": root, "daily": daily, "inc": inc, "read": read,
+            "records": dict(zip(GEN_DAYS, records)), "stale_url": stale_url}
+
+
+def _same(a, b, key):
+    a = a.sort_values(key).reset_index(drop=True)
+    b = b.sort_values(key).reset_index(drop=True)[a.columns]
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-9)
+
+
+def test_rebuild_equals_incremental_on_generated_data(rebuilt):
+    read, inc = rebuilt["read"], rebuilt["inc"]
+    _same(inc["state"], read("state", GEN_DAYS[-1]), "url")
+    for d in GEN_DAYS:
+        _same(inc["hosts"][d], read("hosts", d), "host")
+        assert rebuilt["records"][d] == rebuilt["daily"][d], d
+        assert read_stage_record(rebuilt["cfg"], d, "update_state") == rebuilt["daily"][d], d
     state = inc["state"]
     assert len(state) > 100 and np.isfinite(state.lambda_hat).all()
     assert (state.lambda_lo <= state.lambda_hat + 1e-12).all()
     assert state.lambda_prior.notna().mean() > 0.5   # host priors were fitted and applied
+    # Only the last day's state is written; the hosts of a day are its own.
+    assert [p for p in sorted(os.listdir(os.path.join(rebuilt["root"], "state")))
+            if p.startswith("dt=")] == ["dt=2024-01-01", f"dt={GEN_DAYS[-1]}"]
+    assert {str(u) for u in read("hosts", GEN_DAYS[1])["updated_dt"]} == {GEN_DAYS[1]}
+
+
+def test_rebuild_quarantines_a_stale_row_like_the_daily_run(rebuilt):
+    root, last = rebuilt["root"], GEN_DAYS[-1]
+    for d in GEN_DAYS:
+        assert _quarantine(root, d) == rebuilt["inc"]["quarantine"][d], d
+    stale = [r for r in _quarantine(root, last)["fetch_logs"] if r[0] == "stale_fetched_at"]
+    assert [r[1] for r in stale] == [rebuilt["stale_url"]]
+    assert rebuilt["records"][last]["quarantined_fetch_logs"] >= 1
+    # Folding it would have rewound the URL's last fetch.
+    row = rebuilt["read"]("state", last).set_index("url").loc[rebuilt["stale_url"]]
+    assert _utc(row.last_fetch_at) > pd.Timestamp(GEN_DAYS[-2], tz="UTC")
 
 
 def test_hierarchical_priors_pick_template_then_class_then_host(spark, tmp_path):

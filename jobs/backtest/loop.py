@@ -173,6 +173,18 @@ def _write_day(sim: Simulation, root: Path, day: int, log: pa.Table) -> None:
                 FRONTIER_SCHEMA)
 
 
+def write_history(spec: BacktestSpec, root: Path, days: int | None = None) -> Simulation:
+    """Crawl the web with the legacy crawler for ``days`` (default ``spec.history_days``),
+    writing each day's inputs under ``root``; return the simulation after them."""
+    days = spec.history_days if days is None else days
+    sim = Simulation(spec.params())
+    run_history(sim, days, lambda d, table, rec: _write_day(sim, root, d, table))
+    write_table(pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False),
+                root / "host_policy" / "part-0.parquet", HOST_POLICY_SCHEMA)
+    write_inputs(sim, root, days - 1)
+    return sim
+
+
 def prepare_history(spec: BacktestSpec, workdir: Path, spark) -> tuple[Simulation, Path]:
     """Crawl the web with the legacy crawler and bootstrap planner state from its logs.
 
@@ -182,11 +194,7 @@ def prepare_history(spec: BacktestSpec, workdir: Path, spark) -> tuple[Simulatio
     params = spec.params()
     root = workdir / "history" / "data"
     shutil.rmtree(root.parent, ignore_errors=True)
-    sim = Simulation(params)
-    run_history(sim, spec.history_days, lambda d, table, rec: _write_day(sim, root, d, table))
-    write_table(pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False),
-                root / "host_policy" / "part-0.parquet", HOST_POLICY_SCHEMA)
-    write_inputs(sim, root, spec.history_days - 1)
+    sim = write_history(spec, root)
     cfg = planner_config(spec, root, "adaptive", None)
     first, last = day_str(params, 0), day_str(params, spec.history_days - 1)
     for d in range(spec.history_days):
