@@ -203,7 +203,9 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
                                     "with a hash, or a 304 of a trusted host); intervals of "
                                     "observations start here", True),
     C("etag", "string", "last ETag seen (raw)", True),
-    C("last_modified", "string", "last Last-Modified seen (raw)", True),
+    C("last_modified", "string", "last Last-Modified seen: as IMF-fixdate when it was an "
+                                 "HTTP-date in any of RFC 9110's three forms, else as received",
+      True),
     C("content_hash", "string", "last content hash seen", True),
     C("interval_s", "float", "current revisit interval (seed backoff-and-advance rule)"),
     C("lambda_hat", "float", "estimated change rate, changes per day"),
