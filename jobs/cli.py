@@ -6,17 +6,25 @@ import json
 import sys
 from typing import Callable, Optional
 
+from jobs import progress
 from jobs.config import Config, add_config_args, config_from_args
 
 EXIT_REFUSED = 2  # a named refusal (missing/uncommitted input, broken contract), not a crash
+
+
+def _stage_name(run: Callable) -> str:
+    """``jobs.allocate.run`` -> allocate, ``jobs.dag_tasks.run_publish`` -> publish."""
+    if run.__name__ == "run":
+        return run.__module__.rpartition(".")[2]
+    return run.__name__.removeprefix("run_")
 
 
 def stage_main(run: Callable[..., dict], doc: str, argv=None,
                flags: Optional[dict[str, str]] = None,
                options: Optional[dict[str, str]] = None) -> int:
     """Parse ``--date``/``--config``/``--set`` (and the stage's boolean ``flags`` and string
-    ``options``, passed to ``run`` as keywords), run the stage, print its run record. A named
-    refusal prints one line and exits 2."""
+    ``options``, passed to ``run`` as keywords), run the stage with its progress logged
+    (:mod:`jobs.progress`), print its run record. A named refusal prints one line and exits 2."""
     from jobs import partitions, schemas
 
     summary, _, details = doc.strip().partition("\n")
@@ -31,8 +39,11 @@ def stage_main(run: Callable[..., dict], doc: str, argv=None,
     args = parser.parse_args(argv)
     kwargs = {f.lstrip("-").replace("-", "_"): getattr(args, f.lstrip("-").replace("-", "_"))
               for f in {**(flags or {}), **(options or {})}}
+    cfg = config_from_args(args)
+    progress.log_to_stderr()
     try:
-        record = run(config_from_args(args), args.date, **kwargs)
+        with progress.reporting(_stage_name(run), cfg.spark.progress_interval_s):
+            record = run(cfg, args.date, **kwargs)
     except (partitions.MissingPartitionError, schemas.SchemaError) as err:
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_REFUSED

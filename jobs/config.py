@@ -93,8 +93,9 @@ class IngestConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    name: str = _doc("Refresh policy: adaptive, uniform, proportional or optimal.",
-                     default="adaptive")
+    name: str = _doc("Refresh policy: optimal (budgeted, importance-weighted); adaptive, "
+                     "uniform and proportional are the baselines it is measured against "
+                     "(docs/backtest.md).", default="optimal")
     objective: str = _doc("Objective of the optimal policy: freshness or age.",
                           default="freshness")
     default_importance: float = _doc("Importance of URLs missing from importance/.",
@@ -117,6 +118,10 @@ class SparkConfig:
     app_name: str = _doc("Spark application name prefix.", default="recrawl")
     state_buckets: int = _doc("URL-hash buckets a state update is split into (one pandas "
                               "batch each).", default=8)
+    progress_interval_s: float = _doc("Seconds between a running stage's progress lines on "
+                                      "the driver (rows read and rows/s, each running Spark "
+                                      "stage's tasks done/total; logger recrawl.progress).",
+                                      default=30.0)
     rebuild_rows_per_bucket: int = _doc("`rebuild_state` replays each host-hash bucket in one "
                                         "pandas batch holding every day's logs of its hosts: "
                                         "it makes about (log rows of all days) / this many "
@@ -414,6 +419,8 @@ def _validate(c: Config) -> None:
         raise ConfigError("policy.default_importance must be >= 0")
     if c.schedule.n_shards < 1 or c.spark.state_buckets < 1:
         raise ConfigError("schedule.n_shards and spark.state_buckets must be >= 1")
+    if not 0 < c.spark.progress_interval_s < float("inf"):
+        raise ConfigError("spark.progress_interval_s must be > 0")
     if c.spark.rebuild_rows_per_bucket < 1:
         raise ConfigError("spark.rebuild_rows_per_bucket must be >= 1")
     if c.airflow.retries < 0 or not c.airflow.retry_delay_s >= 0:

@@ -84,3 +84,14 @@ def test_bad_values_fail_loudly(override, message):
 def test_docs_config_md_matches_code():
     with open("docs/config.md") as fh:
         assert fh.read().strip() == markdown().strip()
+
+
+def test_optimal_is_the_default_policy_and_the_baselines_stay_selectable(tmp_path):
+    from jobs.tools.demo import demo_overrides
+
+    assert Config().policy.name == "optimal"
+    # The demo prints the policy its metrics row records (cfg.policy.name): the default.
+    demo = load_config(None, demo_overrides(tmp_path, "http://127.0.0.1:9000"))
+    assert demo.policy.name == "optimal"
+    for name in ("adaptive", "uniform", "proportional"):
+        assert load_config(None, [f"policy.name={name}"]).policy.name == name
