@@ -21,6 +21,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: the report is written by a batch job
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -119,6 +120,7 @@ def _fig_time(daily: pd.DataFrame, path: Path) -> None:
             ax.fill_between(m.index, m["min"], m["max"], alpha=0.15)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel(ylabel, fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # days are whole numbers
         ax.grid(alpha=0.3)
     axes[1, 0].set_xlabel("simulation day (days since the web's day 0)")
     axes[1, 1].set_xlabel("simulation day (days since the web's day 0)")
@@ -204,6 +206,7 @@ def _fig_audit(audit: pd.DataFrame, path: Path) -> None:
         ax.plot(x, g["true_freshness"], "k_", ms=12, label="true freshness")
         ax.set_title(pol, fontsize=10)
         ax.set_xlabel("simulation day (days since the web's day 0)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("freshness (share of audited pages current)")
     axes[0, 0].legend(fontsize=7)
