@@ -44,7 +44,7 @@ import sys
 
 import pandas as pd
 
-from jobs import ingest, partitions, schemas, storage, update_state
+from jobs import ingest, partitions, progress, schemas, storage, update_state
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import replay, state_update, trust
 from jobs.params import trust_params, update_params
@@ -294,7 +294,11 @@ def main(argv=None) -> int:
     parser.add_argument("--to", dest="last", required=True)
     add_config_args(parser)
     args = parser.parse_args(argv)
-    for record in run(config_from_args(args), args.first, args.last):
+    cfg = config_from_args(args)
+    progress.log_to_stderr()
+    with progress.reporting("rebuild_state", cfg.spark.progress_interval_s):
+        records = run(cfg, args.first, args.last)
+    for record in records:
         print(record)
     return 0
 
