@@ -66,8 +66,8 @@ def _plain(value):
     """A JSON-ready scalar (timestamps as ISO strings, NaN/NA as None)."""
     if value is None or value is pd.NaT:
         return None
-    if isinstance(value, pd.Timestamp):
-        return value.tz_convert("UTC").isoformat() if value.tzinfo else value.isoformat() + "Z"
+    if isinstance(value, pd.Timestamp):  # a timestamp without a zone is UTC (the contract)
+        return (value.tz_convert("UTC") if value.tzinfo else value.tz_localize("UTC")).isoformat()
     if hasattr(value, "item"):
         value = value.item()
     if isinstance(value, float) and math.isnan(value):
@@ -177,7 +177,8 @@ def _num(value, fmt="{:.4g}"):
 
 
 def _when(value):
-    return "-" if value is None else str(value).replace("T", " ").replace("+00:00", " UTC")
+    """An ISO timestamp as ``YYYY-MM-DD HH:MM:SS UTC`` (whole seconds: text is for people)."""
+    return "-" if value is None else pd.Timestamp(value).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def render(doc: dict) -> str:
