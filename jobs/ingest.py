@@ -118,8 +118,8 @@ def _physical_key(contract: schemas.Contract, schema) -> tuple:
                  if schema.get_field_index(c.name) >= 0)
 
 
-def _project(df, contract: schemas.Contract):
-    """``df`` cast to the contract's types, columns in contract order; optional ones null."""
+def _contract_columns(df, contract: schemas.Contract) -> list:
+    """``df``'s columns cast to the contract's types, in contract order; optional ones null."""
     from pyspark.sql import functions as F
 
     cols = []
@@ -129,7 +129,12 @@ def _project(df, contract: schemas.Contract):
             cols.append(F.col(col.name).cast(spark_type).alias(col.name))
         else:
             cols.append(F.lit(None).cast(spark_type).alias(col.name))
-    return df.select(*cols)
+    return cols
+
+
+def _project(df, contract: schemas.Contract):
+    """``df`` cast to the contract's types, columns in contract order; optional ones null."""
+    return df.select(*_contract_columns(df, contract))
 
 
 def _read(spark, contract: schemas.Contract, footers: list[schemas.Footer]):
@@ -142,9 +147,38 @@ def _read(spark, contract: schemas.Contract, footers: list[schemas.Footer]):
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
-def _split(df, reason_expr, source: str, cols: Optional[list[str]] = None):
+def _read_days(spark, contract: schemas.Contract, table_root: str,
+               footers_by_day: dict[str, list[schemas.Footer]]):
+    """Several days' files of one table as one frame (one Spark read per physical schema,
+    not one per day), cast to the contract, with each row's day in ``dt`` (the file's
+    ``dt=`` directory, by Spark's partition discovery under ``table_root``)."""
+    from pyspark.sql import functions as F
+
+    groups: dict[tuple, list[str]] = {}
+    for footers in footers_by_day.values():
+        for f in footers:
+            groups.setdefault(_physical_key(contract, f.schema), []).append(f.path)
+    frames = []
+    for paths in groups.values():
+        raw = spark.read.option("basePath", table_root).parquet(*paths)
+        frames.append(raw.select(*_contract_columns(raw, contract),
+                                 F.date_format(F.col("dt"), "yyyy-MM-dd").alias("dt")))
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _by_day(values: dict):
+    """A literal per day, looked up by each row's ``dt``: the daily rules' bounds (python
+    datetimes, computed as for one day) for rows of many days."""
+    from pyspark.sql import functions as F
+
+    pairs = [x for day, v in values.items() for x in (F.lit(day), F.lit(v))]
+    return F.element_at(F.create_map(*pairs), F.col("dt"))
+
+
+def _split(df, reason_expr, source: str, cols: Optional[list[str]] = None, keep=()):
     """(clean, bad): rows whose reason is null, and the others as quarantine rows whose
-    row_json holds ``cols`` (default: every column) as read."""
+    row_json holds ``cols`` (default: every column) as read; ``keep`` columns (e.g. ``dt``)
+    stay beside them."""
     from pyspark.sql import functions as F
 
     cols = cols or df.columns
@@ -153,7 +187,7 @@ def _split(df, reason_expr, source: str, cols: Optional[list[str]] = None):
     bad = tagged.filter(F.col("_reason").isNotNull()).select(
         F.lit(source).alias("source"), F.col("_reason").alias("reason"),
         F.col("url").cast("string").alias("url"),
-        F.to_json(F.struct(*[F.col(c) for c in cols])).alias("row_json"))
+        F.to_json(F.struct(*[F.col(c) for c in cols])).alias("row_json"), *keep)
     return clean, bad
 
 
@@ -222,9 +256,33 @@ def read_fetch_logs(spark, cfg: Config, run_date: str, cached: list | None = Non
 
     footers = checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", run_date), True)
     df = _read(spark, schemas.FETCH_LOG, footers)
-    cols = df.columns
     _, day_end = day_bounds(run_date)
     horizon = lateness_horizon(cfg, run_date)
+    return _checked_logs(cfg, df, F.lit(day_end), None if horizon is None else F.lit(horizon),
+                         cached)
+
+
+def read_fetch_logs_days(spark, cfg: Config, days: list[str], cached: list | None = None):
+    """The fetch logs of every day of ``days`` in one read, as (clean, quarantined, rows
+    per day), each row with its day in ``dt``: :func:`read_fetch_logs`' rules with each
+    row's own day bounds (``rebuild_state``: a read per day costs a Spark job and a plan
+    branch per day)."""
+    footers = {d: checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", d), True)
+               for d in days}
+    df = _read_days(spark, schemas.FETCH_LOG, cfg.paths.table("fetch_logs"), footers)
+    horizons = {d: lateness_horizon(cfg, d) for d in days}
+    horizon = None if any(h is None for h in horizons.values()) else _by_day(horizons)
+    clean, bad = _checked_logs(cfg, df, _by_day({d: day_bounds(d)[1] for d in days}), horizon,
+                               cached, keep=("dt",))
+    return clean, bad, {d: sum(f.num_rows for f in footers[d]) for d in days}
+
+
+def _checked_logs(cfg: Config, df, day_end, horizon, cached, keep=()):
+    """(clean, quarantined) fetch-log rows: the rules of a day's logs, with the day's end
+    and lateness horizon given as columns (None: no horizon)."""
+    from pyspark.sql import functions as F
+
+    cols = [c for c in df.columns if c not in keep]
     df = with_url_checks(df, cfg)
     given = F.col("host")
     at = F.col("fetched_at")
@@ -232,8 +290,8 @@ def read_fetch_logs(spark, cfg: Config, run_date: str, cached: list | None = Non
               .when(given.isNotNull() & F.coalesce(normalize_host_expr(given) != F.col("_host"),
                                                    F.lit(True)), "host_mismatch")
               .when(at.isNull(), "null_fetched_at")
-              .when(at >= F.lit(day_end), "future_fetched_at")
-              .when(at < F.lit(horizon) if horizon else F.lit(False), "late_fetched_at")
+              .when(at >= day_end, "future_fetched_at")
+              .when(at < horizon if horizon is not None else F.lit(False), "late_fetched_at")
               .when(F.col("status").isNull() | ~((F.col("status") == 0)
                     | F.col("status").between(100, 599)), "bad_status")
               .when(F.col("bytes").isNull() | (F.col("bytes") < 0), "negative_bytes"))
@@ -241,7 +299,7 @@ def read_fetch_logs(spark, cfg: Config, run_date: str, cached: list | None = Non
         df = df.withColumn("_reason_checked", reason).persist()
         cached.append(df)
         reason = F.col("_reason_checked")
-    clean, bad = _split(df, reason, "fetch_logs", cols)
+    clean, bad = _split(df, reason, "fetch_logs", cols, keep)
     # checked_footers proved the day holds one fingerprint version: the column has done
     # its job, and the stages downstream keep the columns they had.
     return _clean_host(clean.drop("_reason_checked", "fingerprint_version")), bad
@@ -379,15 +437,37 @@ def read_signals(spark, cfg: Config, run_date: str):
     if not footers:
         return None, None
     df = _read(spark, schemas.SIGNALS, footers)
-    cols = df.columns
     _, day_end = day_bounds(run_date)
+    return _checked_signals(cfg, df, F.lit(day_end))
+
+
+def read_signals_days(spark, cfg: Config, days: list[str]):
+    """The push signals of ``days`` in one read, as (clean, quarantined, the days with a
+    signals partition), each row with its day in ``dt``; (None, None, []) when no day has
+    one. :func:`read_signals`' rules with each row's own day bounds."""
+    footers = {d: checked_footers(schemas.SIGNALS, cfg.paths.table("signals", d), False)
+               for d in days}
+    footers = {d: f for d, f in footers.items() if f}
+    if not footers:
+        return None, None, []
+    df = _read_days(spark, schemas.SIGNALS, cfg.paths.table("signals"), footers)
+    clean, bad = _checked_signals(cfg, df, _by_day({d: day_bounds(d)[1] for d in footers}),
+                                  keep=("dt",))
+    return clean, bad, list(footers)
+
+
+def _checked_signals(cfg: Config, df, day_end, keep=()):
+    """(clean, quarantined) push-signal rows, the day's end given as a column."""
+    from pyspark.sql import functions as F
+
+    cols = [c for c in df.columns if c not in keep]
     df = with_url_checks(df, cfg)
     reason = (F.when(F.col("_url_reason").isNotNull(), F.col("_url_reason"))
               .when(F.col("signaled_at").isNull(), "null_signaled_at")
-              .when(F.col("signaled_at") >= F.lit(day_end), "future_signaled_at")
+              .when(F.col("signaled_at") >= day_end, "future_signaled_at")
               .when(F.col("source").isNull() | ~F.lower("source").isin(*SIGNAL_SOURCES),
                     "bad_source"))
-    clean, bad = _split(df, reason, "signals", cols)
+    clean, bad = _split(df, reason, "signals", cols, keep)
     return _clean_host(clean), bad
 
 

@@ -200,17 +200,15 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     if not days:
         raise ValueError(f"empty date range {first} .. {last}")
     spark = spark or get_spark(cfg, "rebuild_state")
-    reads = {d: (ingest.read_fetch_logs(spark, cfg, d), ingest.read_signals(spark, cfg, d))
-             for d in days}
-    log_rows = {d: sum(storage.parquet_metadata(f).num_rows for f in
-                       storage.list_parquet_files(cfg.paths.table("fetch_logs", d)))
-                for d in days}
+    # Every day in one read (one plan branch and no Spark job per day); the checked rows are
+    # persisted for the replay, the stale-row join and the quarantine.
+    cached: list = []
+    logs, bad_logs, log_rows = ingest.read_fetch_logs_days(spark, cfg, days, cached)
+    sig_clean, bad_sig, sig_days = ingest.read_signals_days(spark, cfg, days)
     importance, bad_imp = ingest.read_importance(spark, cfg)
-    log_cols = reads[days[0]][0][0].columns  # the clean rows' columns, as read_fetch_logs gives
-    logs = _union([clean.withColumn("dt", F.lit(d)) for d, ((clean, _), _) in reads.items()])
-    sig_frames = [sig.select(*_SIG_COLS).withColumn("dt", F.lit(d))
-                  for d, (_, (sig, _)) in reads.items() if sig is not None]
-    signals = _union(sig_frames) if sig_frames else spark.createDataFrame([], _SIG_DDL)
+    log_cols = [c for c in logs.columns if c != "dt"]  # as read_fetch_logs gives them
+    signals = (sig_clean.select(*_SIG_COLS, "dt") if sig_clean is not None
+               else spark.createDataFrame([], _SIG_DDL))
 
     # 1. The replay: one pandas call per host bucket over all days; its output is small
     # beside the logs (last state, hosts per day), so it is materialised once and the
@@ -228,7 +226,6 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
 
     # 2. The last day's state: group priors and importance exactly as update_state.
     folded = out.filter(kind == "state").select(*schemas.STATE.names)
-    cached = []  # the prior tables with_group_priors persists
     result = update_state.with_group_priors(cfg, folded, cached)
     default_imp = F.lit(float(cfg.policy.default_importance))
     if importance is not None:
@@ -238,8 +235,6 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
         result = result.withColumn("importance", default_imp)
     partitions.write_committed(result.select(*state_update.STATE_COLUMNS),
                                cfg.paths.table("state", last), "state")
-    for frame in cached:
-        frame.unpersist()
 
     # 3. Every day's hosts.
     hosts = out.filter(kind == "hosts").select(
@@ -255,12 +250,10 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
 
     # 4. Every day's quarantine: the reads' rows, and the stale rows the replay found.
     columns = ["dt", "source", "reason", "url", "row_json"]
-    replaced, frames = [], []
-    for d, ((_, bad_logs), (_, bad_sig)) in reads.items():
-        for source, bad in (("fetch_logs", bad_logs), ("signals", bad_sig)):
-            if bad is not None:
-                replaced.append((d, source))
-                frames.append(bad.withColumn("dt", F.lit(d)).select(*columns))
+    replaced = [(d, "fetch_logs") for d in days] + [(d, "signals") for d in sig_days]
+    frames = [bad_logs.select(*columns)]
+    if bad_sig is not None:
+        frames.append(bad_sig.select(*columns))
     if bad_imp is not None:  # the daily run quarantines the same importance rows every day
         replaced += [(d, "importance") for d in days]
         frames.append(bad_imp.crossJoin(spark.createDataFrame([(d,) for d in days], "dt string"))
@@ -268,6 +261,8 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     if any(int(r["stale_rows"] or 0) for r in sums.values()):
         frames.append(_stale_rows(logs, out.filter(kind == "stale"), log_cols))
     quarantined = _write_quarantine(cfg, replaced, _union(frames))
+    for frame in cached:  # the checked logs and the prior tables with_group_priors persists
+        frame.unpersist()
 
     # 5. Every day's run record, keys as update_state's.
     records = []
