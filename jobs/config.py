@@ -320,6 +320,33 @@ class HealthConfig:
     min_cap_factor: float = _doc("Floor of cap_factor.", default=0.05)
     min_fetches: int = _doc("Fetches a host needs in a day before its health is judged.",
                             default=5)
+    # The served-rate limit (jobs.core.host_health.next_rate_limit, issue 15) also reads
+    # max_error_rate, max_latency_ms and min_fetches above.
+    max_throttle_rate: float = _doc("Served-rate limit: share of a host's fetches answered 429 or "
+                                    "503 above which the day is bad (0: any).", default=0.0)
+    rate_decrease: float = _doc("Served-rate limit: after a bad day the next day's limit is this x "
+                                "the fetches the host served that day (multiplicative decrease).",
+                                default=0.9)
+    rate_return_step: float = _doc("Served-rate limit: additive increase per good day, as a share "
+                                   "of the nominal cap, while below what the host served on its "
+                                   "last bad day.", default=0.1)
+    rate_probe_step: float = _doc("Served-rate limit: first additive step above that level, as a "
+                                  "share of the nominal cap; doubles on each good day above it.",
+                                  default=0.02)
+    rate_floor: float = _doc("Served-rate limit: lowest limit (visits/day); the nominal cap wins "
+                             "when it is lower.", default=1.0)
+    rate_min_utilisation: float = _doc("Served-rate limit: a good day grows the limit only when the "
+                                       "host got at least this share of it.", default=0.9)
+    latency_rise: float = _doc("Served-rate limit: a day whose mean elapsed_ms exceeds this x the "
+                               "host's smoothed baseline (and by latency_min_rise_ms) is bad.",
+                               default=1.5)
+    latency_min_rise_ms: float = _doc("Served-rate limit: smallest rise over the baseline (ms) "
+                                      "that counts as rising latency.", default=100.0)
+    latency_half_life_days: float = _doc("Served-rate limit: half-life (judged days) of the "
+                                         "latency baseline.", default=7.0)
+    max_retry_after_s: float = _doc("Longest wait one 429/503 Retry-After may impose on a host "
+                                    "(seconds after the response); longer ones are capped.",
+                                    default=172800.0)
 
 
 @dataclass(frozen=True)
@@ -459,6 +486,25 @@ def _validate_update_sections(c: Config) -> None:
             and h.max_latency_ms > 0):
         raise ConfigError("need 0 < health.decrease < 1, health.increase >= 0, "
                           "0 < health.min_cap_factor <= 1, health.max_latency_ms > 0")
+    _validate_rate_limit(h)
+
+
+def _validate_rate_limit(h: HealthConfig) -> None:
+    """The served-rate limit's keys of [health]."""
+    inf = float("inf")
+    checks = (("max_throttle_rate", 0 <= h.max_throttle_rate <= 1, "in [0, 1]"),
+              ("rate_decrease", 0 < h.rate_decrease < 1, "in (0, 1)"),
+              ("rate_return_step", 0 < h.rate_return_step <= 1, "in (0, 1]"),
+              ("rate_probe_step", 0 < h.rate_probe_step <= 1, "in (0, 1]"),
+              ("rate_floor", 0 <= h.rate_floor < inf, "finite and >= 0"),
+              ("rate_min_utilisation", 0 < h.rate_min_utilisation <= 1, "in (0, 1]"),
+              ("latency_rise", h.latency_rise > 1, "> 1 (inf: off)"),
+              ("latency_min_rise_ms", 0 <= h.latency_min_rise_ms < inf, "finite and >= 0"),
+              ("latency_half_life_days", h.latency_half_life_days > 0, "> 0"),
+              ("max_retry_after_s", 0 <= h.max_retry_after_s < inf, "finite and >= 0"))
+    for key, ok, rule in checks:
+        if not ok:
+            raise ConfigError(f"health.{key} must be {rule}")
 
 
 def _validate_allocation_sections(c: Config) -> None:

@@ -53,6 +53,17 @@ def health_params(cfg: Config) -> host_health.HealthParams:
         increase=h.increase, min_cap_factor=h.min_cap_factor, min_fetches=h.min_fetches)
 
 
+def rate_limit_params(cfg: Config) -> host_health.RateLimitParams:
+    h = cfg.health
+    return host_health.RateLimitParams(
+        max_error_rate=h.max_error_rate, max_throttle_rate=h.max_throttle_rate,
+        max_latency_ms=h.max_latency_ms, latency_rise=h.latency_rise,
+        latency_min_rise_ms=h.latency_min_rise_ms,
+        latency_half_life_days=h.latency_half_life_days, decrease=h.rate_decrease,
+        return_step=h.rate_return_step, probe_step=h.rate_probe_step, floor=h.rate_floor,
+        min_utilisation=h.rate_min_utilisation, min_fetches=h.min_fetches)
+
+
 def trust_params(cfg: Config) -> trust.TrustParams:
     t, s = cfg.trust, cfg.signals
     return trust.TrustParams(

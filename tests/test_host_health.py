@@ -1,7 +1,12 @@
+"""Host health: the AIMD cap_factor (wired today) and the served-rate limit of issue 15."""
 import numpy as np
+import pandas as pd
 import pytest
 
-from jobs.core.host_health import next_cap_factor
+from jobs.config import Config, ConfigError, load_config
+from jobs.core.host_health import (RATE_STATE_COLUMNS, blocked_until, capacity_under_limit,
+                                   next_cap_factor, next_rate_limit)
+from jobs.params import rate_limit_params
 
 
 def test_aimd_cuts_multiplicatively_and_recovers_additively():
@@ -26,3 +31,246 @@ def test_aimd_rules(n, err, thr, lat, expected):
 
 def test_floor():
     assert next_cap_factor([0.06], [10], [10], [0], [1.0], min_cap_factor=0.05)[0] == 0.05
+
+
+# -- served-rate limit (issue 15) ---------------------------------------------------------
+PARAMS = rate_limit_params(Config())   # the defaults the production rule runs with
+N = 200                                # nominal cap: crawl delay 432 s
+
+
+def _new_hosts(k=1):
+    return pd.DataFrame({c: np.full(k, np.nan) for c in RATE_STATE_COLUMNS})
+
+
+def _day(fetches, errors=0, throttled=0, latency=300.0):
+    return pd.DataFrame({"fetches": [fetches], "errors": [errors], "throttled": [throttled],
+                         "mean_latency_ms": [latency]})
+
+
+def _requests(state, nominal=N):
+    """What the allocator would ask of the host: the whole visits under its limit."""
+    return int(capacity_under_limit([nominal], state["rate_limit"].to_numpy())[0])
+
+
+def simulate_quota(quotas, status=503, nominal=N, params=PARAMS):
+    """A host that silently serves ``quotas[d]`` fetches on day d and answers ``status`` to the
+    rest; every day it is asked for its whole limit. One row per day: requests, served, errors,
+    the limit the next day gets and the verdict."""
+    state, rows = _new_hosts(), []
+    for quota in quotas:
+        asked = _requests(state, nominal)
+        served = min(asked, quota)
+        failed = asked - served
+        throttled = failed if status in (429, 503) else 0
+        state = next_rate_limit(state, _day(asked, failed, throttled), [nominal], params)
+        rows.append({"asked": asked, "served": served, "errors": failed,
+                     "next_limit": state["rate_limit"].iloc[0],
+                     "verdict": state["health_verdict"].iloc[0]})
+    return pd.DataFrame(rows, index=pd.RangeIndex(1, len(quotas) + 1, name="day"))
+
+
+@pytest.mark.parametrize("status", [503, 429, 500])
+@pytest.mark.parametrize("quota", [10, 40, 100])
+def test_a_quota_host_converges_to_its_quota_and_its_errors_drop(quota, status):
+    """Issue 15's test: a host silently serving a hidden daily quota Q (5-50 % of its nominal
+    cap) and failing beyond it, asked every day for its whole limit."""
+    days = simulate_quota([quota] * 14, status)
+    assert days.loc[1, "errors"] == N - quota   # day 1: the nominal cap, as today
+    # Converged from day 2: asked within max(10 % of Q, the 2 % probe of N) + 1 visit of Q.
+    tolerance = max(0.1 * quota, PARAMS.probe_step * N) + 1
+    assert (days.loc[2:, "asked"] - quota).abs().max() <= tolerance
+    # Errors per day >= 90 % lower than day 1 from day 3 on, every day to day 14 ...
+    assert days.loc[3:, "errors"].max() <= 0.1 * days.loc[1, "errors"]
+    # ... at most one probe of 2 % of N, at most every third day ...
+    assert days.loc[3:, "errors"].max() <= PARAMS.probe_step * N
+    assert (days.loc[3:, "errors"] > 0).sum() <= 12 / 3 + 1
+    # ... while the host still gets >= 90 % of what it serves.
+    assert days.loc[2:, "served"].min() >= 0.9 * quota - 1
+    assert days.loc[2:, "served"].mean() >= 0.95 * quota
+
+
+@pytest.mark.parametrize("raised_on", [8, 9, 10, 11])   # every phase of the probe cycle
+def test_a_recovered_host_is_back_to_80_percent_of_nominal_within_a_week(raised_on):
+    quotas = [40] * (raised_on - 1) + [N] * 14
+    days = simulate_quota(quotas)
+    week = days.loc[raised_on:raised_on + 6]
+    assert week["asked"].max() >= 0.8 * N
+    assert days.loc[raised_on:, "errors"].sum() == 0
+    assert days["asked"].max() <= N
+
+
+def test_a_healthy_host_is_never_cut():
+    rng = np.random.default_rng(3)
+    state = _new_hosts()
+    for day in range(90):
+        asked = _requests(state)
+        assert asked == N
+        # A stray timeout now and then (0.5 %), some days the budget wants little of it.
+        errors = int(rng.random() < 0.3)
+        if day % 7 == 6:
+            asked, errors = 12, 0
+        # Day-to-day noise of the daily mean within +-15 %: at most 1.35 x the baseline. (A
+        # one-day spike past 1.5 x costs one day at 0.9 x served, back up the next day.)
+        latency = 300.0 * rng.uniform(0.85, 1.15)
+        state = next_rate_limit(state, _day(asked, errors, 0, latency), [N], PARAMS)
+        assert state["health_verdict"].iloc[0] != "bad"
+        assert state["rate_limit"].iloc[0] == N
+
+
+def test_the_limit_stays_between_floor_and_nominal_cap_on_any_input():
+    rng = np.random.default_rng(11)
+    hosts = 500
+    state = _new_hosts(hosts)
+    for _ in range(40):
+        nominal = rng.choice([0.0, 1.0, 3.0, 24.0, 200.0, 86400.0], hosts)
+        limit = capacity_under_limit(nominal, state["rate_limit"].to_numpy())
+        asked = np.floor(limit * rng.choice([0.0, 0.3, 1.0, 1.0, 1.5], hosts))
+        errors = np.floor(asked * rng.random(hosts) ** 3)
+        today = pd.DataFrame({
+            "fetches": asked, "errors": errors,
+            "throttled": np.floor(errors * rng.random(hosts)),
+            "mean_latency_ms": np.where(rng.random(hosts) < 0.1, np.nan,
+                                        rng.lognormal(5.5, 1.0, hosts))})
+        state = next_rate_limit(state, today, nominal, PARAMS)
+        L = state["rate_limit"].to_numpy()
+        assert np.all(np.isfinite(L))
+        assert np.all(L <= nominal) and np.all(L >= np.minimum(PARAMS.floor, nominal))
+        assert np.all(np.isfinite(state["probe_step"])) and np.all(state["probe_step"] >= 0)
+        assert np.all(capacity_under_limit(nominal, L) <= nominal)
+
+
+def _at(limit=150.0, ceiling=160.0, step=4.0, baseline=300.0):
+    return pd.DataFrame({"rate_limit": [limit], "served_ceiling": [ceiling],
+                         "probe_step": [step], "latency_baseline_ms": [baseline]})
+
+
+@pytest.mark.parametrize("today, limit, verdict", [
+    (_day(150, 7, 0), 160.0, "grown"),              # 4.7 % errors: within max_error_rate
+    (_day(150, 8, 0), 0.9 * 142, "bad"),            # 5.3 % errors: cut to 0.9 x served
+    (_day(150, 1, 1), 0.9 * 149, "bad"),            # any 429/503 (max_throttle_rate 0)
+    (_day(150, 0, 0, 2500.0), 0.9 * 150, "bad"),    # slower than max_latency_ms
+    (_day(150, 0, 0, 460.0), 0.9 * 150, "bad"),     # 1.53 x the baseline, +160 ms: rising
+    (_day(150, 0, 0, 440.0), 160.0, "grown"),       # 1.47 x: not yet; back up to the ceiling
+    (_day(150, 0, 0, np.nan), 160.0, "grown"),      # unknown latency is not held against it
+    (_day(135, 0, 0), 160.0, "grown"),              # 90 % of the limit asked: a test
+    (_day(134, 0, 0), 150.0, "untested"),           # less: says nothing about 150
+    (_day(4, 4, 4), 150.0, "unjudged"),             # fewer than min_fetches
+])
+def test_one_day_of_the_rule(today, limit, verdict):
+    out = next_rate_limit(_at(), today, [N], PARAMS)
+    assert out["rate_limit"].iloc[0] == pytest.approx(limit)
+    assert out["health_verdict"].iloc[0] == verdict
+
+
+def test_probing_above_the_ceiling_doubles_and_a_bad_day_resets_it():
+    state = _at(limit=160.0, ceiling=160.0, step=4.0)
+    limits = []
+    for _ in range(3):
+        state = next_rate_limit(state, _day(int(state["rate_limit"].iloc[0])), [N], PARAMS)
+        limits.append(state["rate_limit"].iloc[0])
+    assert limits == [164.0, 172.0, 188.0]
+    state = next_rate_limit(state, _day(188, 20, 20), [N], PARAMS)
+    assert state["rate_limit"].iloc[0] == pytest.approx(0.9 * 168)
+    assert state["served_ceiling"].iloc[0] == 168
+    assert state["probe_step"].iloc[0] == pytest.approx(PARAMS.probe_step * N)
+
+
+def test_rising_latency_cuts_before_errors_and_a_lasting_slowdown_stops_cutting():
+    state = _new_hosts()
+    for _ in range(14):
+        state = next_rate_limit(state, _day(N, 0, 0, 300.0), [N], PARAMS)
+    assert state["latency_baseline_ms"].iloc[0] == pytest.approx(300.0)
+    verdicts = []
+    for _ in range(20):   # the host is now twice as slow for good, and answers everything
+        state = next_rate_limit(state, _day(_requests(state), 0, 0, 600.0), [N], PARAMS)
+        verdicts.append(state["health_verdict"].iloc[0])
+    assert verdicts[0] == "bad"                      # first slow day: cut, no error seen
+    # The baseline catches up (half-life 7 days): cut while 600 > 1.5 x baseline, ~4 days.
+    assert verdicts[:4] == ["bad"] * 4 and "bad" not in verdicts[5:]
+    assert state["rate_limit"].iloc[0] == N          # and it has grown back
+
+
+def test_a_small_absolute_latency_rise_is_noise():
+    state = _at(baseline=20.0)
+    out = next_rate_limit(state, _day(150, 0, 0, 90.0), [N], PARAMS)   # 4.5 x but +70 ms
+    assert out["health_verdict"].iloc[0] == "grown"
+
+
+def test_a_host_that_is_down_falls_to_the_floor_and_is_still_judged_there():
+    state = _new_hosts()
+    state = next_rate_limit(state, _day(N, N, 0, np.nan), [N], PARAMS)   # all timeouts
+    assert state["rate_limit"].iloc[0] == PARAMS.floor
+    state = next_rate_limit(state, _day(1, 1, 0, np.nan), [N], PARAMS)   # 1 < min_fetches
+    assert state["health_verdict"].iloc[0] == "bad"
+    state = next_rate_limit(state, _day(1, 0, 0, 200.0), [N], PARAMS)
+    assert state["health_verdict"].iloc[0] == "grown" and state["rate_limit"].iloc[0] > 1
+
+
+def test_politeness_wins_over_the_floor_and_a_lowered_cap_applies_at_once():
+    state = next_rate_limit(_new_hosts(), _day(0), [0.5], PARAMS)
+    assert state["rate_limit"].iloc[0] == 0.5
+    state = next_rate_limit(_at(limit=150.0), _day(0), [60], PARAMS)   # crawl delay raised
+    assert state["rate_limit"].iloc[0] == 60
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="nominal_cap"):
+        next_rate_limit(_new_hosts(), _day(5), [np.nan], PARAMS)
+    with pytest.raises(ValueError, match="one row per host"):
+        next_rate_limit(_new_hosts(2), _day(5), [N, N], PARAMS)
+
+
+def test_capacity_under_limit():
+    assert capacity_under_limit([200, 200, 10, 0], [np.nan, 36.9, 40.0, 3.0]).tolist() == \
+        [200, 36, 10, 0]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("health.rate_decrease=1", "rate_decrease"), ("health.rate_probe_step=0", "rate_probe_step"),
+    ("health.rate_floor=inf", "rate_floor"), ("health.latency_rise=1", "latency_rise"),
+    ("health.max_throttle_rate=1.5", "max_throttle_rate"),
+    ("health.max_retry_after_s=-1", "max_retry_after_s"),
+    ("health.rate_min_utilisation=nan", "rate_min_utilisation"),
+])
+def test_rate_limit_keys_are_validated(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
+
+
+# -- Retry-After: the host's "not before" instant ------------------------------------------
+T0 = 1796083200.0   # 2026-12-01T00:00:00Z, when the responses were received
+DAY = 86400.0
+
+
+def test_blocked_until_is_the_latest_wait_asked_capped():
+    hosts = ["a", "a", "a", "b", "c", "c", "d", "e"]
+    status = [429, 503, 200, 503, 429, 429, 500, 503]
+    values = ["120", "Tue, 01 Dec 2026 06:00:00 GMT", "99999", "31536000",  # b: a year
+              "60", "Fri, 31 Dec 9999 23:59:59 GMT",                       # c: year 9999
+              "600",                                                        # d: 500 ignored
+              "Thu, 01 Jan 1970 00:00:00 GMT"]                              # e: past: none
+    at = [T0, T0 + 10, T0, T0 + 5, T0, T0 + 30, T0, T0]
+    got = blocked_until(hosts, status, values, at, max_block_s=2 * DAY)
+    assert got.to_dict() == {"a": T0 + 6 * 3600, "b": T0 + 5 + 2 * DAY,
+                             "c": T0 + 30 + 2 * DAY}
+    assert got.index.name == "host"
+
+
+@pytest.mark.parametrize("value", ["+120", "-1", " 120", "120 ", "120\n", "120\r\nX: y",
+                                   "1.5", "1e3", "0x10", "\u0661\u0662\u0660", "\uff11\uff12",
+                                   "", "12345678901", "9" * 40, "120, 60", "Infinity", "NaN",
+                                   None, 120, b"120"])
+def test_hostile_retry_after_blocks_nobody(value):
+    got = blocked_until(["h"], [503], [value], [T0], max_block_s=2 * DAY)
+    assert got.empty
+
+
+def test_without_a_receipt_time_no_wait_can_be_placed_or_capped():
+    got = blocked_until(["h", "g", "k"], [429, 429, 429],
+                        ["120", "Tue, 01 Dec 2026 06:00:00 GMT", "120"],
+                        [np.nan, np.nan, T0], max_block_s=2 * DAY)
+    assert got.to_dict() == {"k": T0 + 120}
+
+
+def test_a_zero_cap_honours_no_retry_after():
+    assert blocked_until(["h"], [503], ["3600"], [T0], max_block_s=0.0).empty

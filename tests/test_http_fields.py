@@ -172,3 +172,43 @@ def test_received_dates_are_kept_as_the_imf_fixdate_that_is_sent():
     # What may be sent stays IMF-fixdate only.
     assert http_fields.clean_dates(pd.Series(kept)).tolist() == [GOOD_DATE] * 3 + [None] * 4
     assert http_fields.parse_http_dates(kept[:3]).tolist() == [SUNDAY_1994] * 3
+
+
+# -- Retry-After (RFC 9110 §10.2.3): delay-seconds or an HTTP-date, as a "not before" instant --
+@pytest.mark.parametrize("value, expected", [
+    ("120", FETCHED + 120), ("0", FETCHED), ("0000000120", FETCHED + 120),   # 1*DIGIT
+    ("9999999999", FETCHED + 9999999999),           # ten digits: the most we read
+    (GOOD_DATE, SUNDAY_1994),                       # a past date: no wait, returned as it is
+    ("Tue, 01 Dec 2026 06:00:00 GMT", FETCHED + 6 * 3600),
+    ("Tuesday, 01-Dec-26 06:00:00 GMT", FETCHED + 6 * 3600),   # RFC 850, century by the fetch
+    ("Tue Dec  1 06:00:00 2026", FETCHED + 6 * 3600),          # asctime
+])
+def test_retry_after_of_the_grammar(value, expected):
+    assert http_fields.parse_retry_after(value, FETCHED) == expected
+    assert http_fields.parse_retry_afters([value], [FETCHED])[0] == expected
+
+
+@pytest.mark.parametrize("value", [
+    "+120", "-1", "-0", " 120", "120 ", "\t120", "120\n", "120\r\nX: y", "\n120",
+    "1.5", "120.", ".5", "1e3", "0x10", "1_000", "1,000", "120, 60", "120s", "12 0",
+    "\u0661\u0662\u0660",        # Arabic-Indic digits: str.isdigit() and "\d" say yes
+    "\uff11\uff12\uff10",        # full-width digits
+    "\u00b2",                    # superscript two
+    "12345678901", "9" * 40, "9" * 4000,   # absurd: more than ten digits
+    "Infinity", "inf", "NaN", "", " ", "120\x00", "120\x85",
+    "Tue, 01 Dec 2026 06:00:00 GMT\r\n", "Tue, 01 Dec 2026 06:00:00 UTC",
+    "Mon, 01 Dec 2026 06:00:00 GMT",       # wrong weekday
+    "Fri, 31 Dec 9999 23:59:60 GMT",
+    None, 120, 120.0, b"120", ["120"],
+])
+def test_hostile_retry_after_is_refused(value):
+    assert http_fields.parse_retry_after(value, FETCHED) is None
+    assert np.isnan(http_fields.parse_retry_afters([value], [FETCHED])[0])
+
+
+def test_retry_after_delay_needs_the_receipt_time():
+    for unknown in (None, float("nan"), "soon"):
+        assert http_fields.parse_retry_after("120", unknown) is None
+    assert http_fields.parse_retry_after(GOOD_DATE, None) == SUNDAY_1994
+    got = http_fields.parse_retry_afters(["120", "60", GOOD_DATE], [np.nan, FETCHED, np.nan])
+    assert np.isnan(got[0]) and got[1:].tolist() == [FETCHED + 60, SUNDAY_1994]

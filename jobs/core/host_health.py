@@ -1,4 +1,5 @@
-"""Per-host health and the AIMD ``cap_factor`` the allocator multiplies a host's cap by.
+"""Per-host health: the AIMD ``cap_factor`` the allocator multiplies a host's cap by (wired
+today), and the served-rate limit in visits/day meant to replace it (issue 15, below).
 
 Rule (additive increase, multiplicative decrease — Jacobson, "Congestion avoidance and
 control", SIGCOMM 1988; the same shape as Googlebot's crawl-rate limit, which backs off
@@ -16,6 +17,61 @@ when a server answers slowly or with errors and creeps back up when it recovers)
 with ``f`` starting at 1, error share = (status 0 + 5xx + 429) / fetches, β =
 ``health.decrease``, α = ``health.increase``. A host that keeps failing is cut
 geometrically (0.5, 0.25, … down to ``f_min``) and needs (1 − f)/α good days to recover.
+
+Served-rate limit (issue 15, :func:`next_rate_limit`; to replace ``cap_factor``)
+--------------------------------------------------------------------------------
+A fraction of the nominal cap cannot follow a host that silently serves a daily quota Q far
+below it (0.05 × nominal may still exceed Q). The limit ``L`` is therefore in visits/day and
+learned from what the host *served*. Per host, with nominal politeness cap ``N`` (crawl delay
+and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches ``n``, errors
+``e`` (status 0, 5xx, 429), throttles ``t`` (429 and 503), served ``s = n − e`` and mean
+``elapsed_ms`` ℓ against the smoothed baseline ``B``:
+
+.. math::
+
+    \\text{bad} \\iff e/n > e_{max} \\lor t/n > t_{max} \\lor ℓ > L_{max}
+        \\lor (ℓ > ρ B \\land ℓ - B > Δ_{min}) \\lor (n > S \\land s \\le S \\land e > 0)
+
+    L_{D+1} = \\min\\Big(N,\\ \\max\\big(L_{floor},\\ \\begin{cases}
+      β\\, s & \\text{bad day (and } S ← s) \\\\
+      \\min(S,\\ L + a N) & \\text{tested good day, } L < S \\\\
+      L + p,\\quad p ← 2p & \\text{tested good day, } L \\ge S \\\\
+      L & \\text{untested or unjudged day}
+    \\end{cases}\\big)\\Big)
+
+* **Multiplicative decrease on the served rate** (β = ``rate_decrease``): a bad day's
+  successes are the capacity the host revealed, so the next day asks for a little less than
+  that (Jacobson 1988's decrease, applied to the measured rate, not to the nominal cap).
+  ``S`` (``served_ceiling``) remembers it. A day asked for more than ``S`` that served no
+  more than ``S`` and failed the rest is bad whatever its error share (a failed probe: the
+  quota has not moved).
+* **Additive increase**, two speeds: back up to ``S`` by ``a N`` a day (``rate_return_step``),
+  then above it by a probe ``p`` that starts at ``rate_probe_step`` × N after each bad day and
+  doubles on every good day spent above ``S`` (the convex "max probing" of CUBIC, Ha, Rhee &
+  Xu 2008 / RFC 9438). Why not one constant step α: a quota host's overshoot day costs about
+  α errors and its day 1 ``N − Q``, so "errors −90 %" needs α ≲ 0.1 (N − Q), while "back to
+  80 % of N within a week" from 0.2 N needs α ≳ 0.09 N — both only by luck. Probing
+  cautiously just above the known ceiling and fast once it held costs at most p₀ N errors
+  every third day at a quota, and brings a host whose quota went from 0.05-0.5 N back to
+  N to 0.8 N within 4-7 days (``tests/test_host_health.py``).
+* **Only a tested day grows the limit**: the host must have been asked for at least
+  ``rate_min_utilisation`` × L (RFC 7661's rule for a rate-limited sender: an unused window
+  says nothing about the path). A day with fewer than ``min(min_fetches, ⌊L⌋)`` fetches is not
+  judged at all.
+* **Latency**: ``B`` is an exponentially weighted mean of ℓ over judged days (half-life
+  ``latency_half_life_days``); a mean ℓ above ρ × B (``latency_rise``) and at least Δ_min ms
+  (``latency_min_rise_ms``) above it is a bad day before any error appears. Google's
+  crawl capacity limit does the same: it goes up while a site answers quickly and down when
+  it slows down or answers with server errors ("Large site owner's guide to managing your
+  crawl budget", developers.google.com/search/docs/crawling-indexing/
+  large-site-managing-crawl-budget); 500, 503 and 429 are the documented way for a site to
+  make Googlebot slow down (…/crawling-indexing/reduce-crawl-rate).
+* Bounds: never above ``N`` (politeness always wins, also over the floor), never below
+  ``L_floor`` = ``rate_floor`` visits/day.
+
+Retry-After: :func:`blocked_until` gives each host the latest "not before" instant its 429 /
+503 rows asked for (:func:`jobs.core.http_fields.parse_retry_after`), each capped at its
+receipt + ``max_retry_after_s`` so a hostile header cannot block a host for a year.
 """
 from __future__ import annotations
 
@@ -23,6 +79,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from jobs.core import http_fields
 
 HEALTH_COLUMNS = ("fetches_today", "timeouts_today", "errors_5xx_today", "throttled_429_today",
                   "error_rate_today", "mean_latency_ms_today", "cap_factor")
@@ -93,3 +151,170 @@ def health_frame(today: pd.DataFrame, prev_cap, params: HealthParams) -> pd.Data
         "throttled_429_today": today["throttled_429"].fillna(0).to_numpy(np.int64),
         "error_rate_today": rate, "mean_latency_ms_today": lat, "cap_factor": cap,
     }, index=today.index)
+
+
+# -- served-rate limit (issue 15) -------------------------------------------------------------
+
+#: What :func:`next_rate_limit` carries per host from one day to the next.
+RATE_STATE_COLUMNS = ("rate_limit", "served_ceiling", "probe_step", "latency_baseline_ms")
+#: Today's per-host counts it reads.
+RATE_DAY_COLUMNS = ("fetches", "errors", "throttled", "mean_latency_ms")
+VERDICTS = ("bad", "grown", "untested", "unjudged")
+
+
+@dataclass(frozen=True)
+class RateLimitParams:
+    """The served-rate rule's parameters (``[health]``; built by
+    :func:`jobs.params.rate_limit_params`, defaults only in ``jobs.config``)."""
+
+    max_error_rate: float         # e_max, share of fetches with status 0/5xx/429
+    max_throttle_rate: float      # t_max, share of fetches with 429/503
+    max_latency_ms: float         # L_max, absolute
+    latency_rise: float           # ρ, today's mean over the baseline
+    latency_min_rise_ms: float    # Δ_min
+    latency_half_life_days: float
+    decrease: float               # β, on the served count
+    return_step: float            # a, fraction of N per day back up to the ceiling
+    probe_step: float             # p₀, fraction of N, first probe above the ceiling
+    floor: float                  # L_floor, visits/day
+    min_utilisation: float        # a day tests the limit when fetches >= this x L
+    min_fetches: int
+
+
+def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[name]).to_numpy(dtype=float)
+
+
+def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
+                    params: RateLimitParams) -> pd.DataFrame:
+    """One day of the served-rate limit per host (the rule in the module docstring).
+
+    Parameters
+    ----------
+    prev : DataFrame
+        Yesterday's :data:`RATE_STATE_COLUMNS` (NaN, or a missing column, for a host never
+        seen: its limit starts at the nominal cap, with no ceiling and no latency baseline).
+    today : DataFrame
+        Today's :data:`RATE_DAY_COLUMNS`, row for row with ``prev``: fetch attempts, those
+        with status 0/5xx/429, those with 429 or 503, and the mean ``elapsed_ms`` (NaN when
+        unknown: not judged on latency). Missing counts are 0 (no fetches: no verdict).
+    nominal_cap : array_like
+        Tomorrow's politeness cap N in visits/day (crawl delay and ``max_fetches_per_day``),
+        finite and >= 0.
+    params : RateLimitParams
+
+    Returns
+    -------
+    DataFrame
+        On ``today``'s index: :data:`RATE_STATE_COLUMNS` for tomorrow and ``health_verdict``
+        (one of :data:`VERDICTS`: ``grown`` is a good day that tested the limit, ``untested``
+        a good day that asked for less than ``min_utilisation`` of it, ``unjudged`` too few
+        fetches).
+    """
+    nominal = np.asarray(nominal_cap, dtype=float).reshape(-1)
+    if len(nominal) != len(today) or len(prev) != len(today):
+        raise ValueError("prev, today and nominal_cap must have one row per host each")
+    if not np.all(np.isfinite(nominal) & (nominal >= 0)):
+        raise ValueError("nominal_cap must be finite and >= 0 (visits/day)")
+    p = params
+    limit = np.minimum(np.nan_to_num(_col(prev, "rate_limit"), nan=np.inf), nominal)
+    ceiling = _col(prev, "served_ceiling")
+    first_probe = p.probe_step * nominal
+    step = _col(prev, "probe_step")
+    step = np.where(np.isfinite(step) & (step > 0), step, first_probe)
+    baseline = _col(prev, "latency_baseline_ms")
+    n, err, thr = (np.clip(np.nan_to_num(_col(today, c), nan=0.0), 0, None)
+                   for c in ("fetches", "errors", "throttled"))
+    err, thr = np.minimum(err, n), np.minimum(thr, n)
+    lat = _col(today, "mean_latency_ms")
+
+    # What the host could be asked for (whole visits); a limit below min_fetches is judged
+    # on a day that used all of it.
+    whole = np.floor(limit + 1e-9)
+    judged = (n > 0) & (n >= np.minimum(p.min_fetches, whole))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err_share, thr_share = np.where(n > 0, err / n, 0.0), np.where(n > 0, thr / n, 0.0)
+    known = np.isfinite(lat)
+    rising = known & np.isfinite(baseline) & (lat > p.latency_rise * baseline) \
+        & (lat - baseline > p.latency_min_rise_ms)
+    slow = known & (lat > p.max_latency_ms)
+    served = n - err
+    # A probe above the ceiling fails when the host served no more than the ceiling and
+    # failed the rest, whatever the share: its quota has not moved (errors under e_max
+    # would otherwise let the probe double past it).
+    probe_failed = np.isfinite(ceiling) & (n > ceiling) & (served <= ceiling) & (err > 0)
+    bad = judged & ((err_share > p.max_error_rate) | (thr_share > p.max_throttle_rate)
+                    | slow | rising | probe_failed)
+    tested = judged & ~bad & (n >= p.min_utilisation * whole - 1e-9)
+
+    below = np.isfinite(ceiling) & (limit < ceiling)
+    grown = np.where(below, np.minimum(ceiling, limit + p.return_step * nominal), limit + step)
+    new_limit = np.where(bad, p.decrease * served, np.where(tested, grown, limit))
+    # Politeness wins over the floor: never above N, even when N < floor.
+    new_limit = np.minimum(nominal, np.maximum(p.floor, new_limit))
+    new_step = np.where(bad, first_probe,
+                        np.where(tested & ~below, np.minimum(2.0 * step, np.maximum(nominal, 1.0)),
+                                 step))
+    weight = 1.0 - np.exp2(-1.0 / p.latency_half_life_days)
+    seen = judged & known
+    new_baseline = np.where(seen, np.where(np.isfinite(baseline),
+                                           baseline + weight * (lat - baseline), lat), baseline)
+    verdict = np.select([bad, tested, judged], ["bad", "grown", "untested"], "unjudged")
+    return pd.DataFrame({"rate_limit": new_limit,
+                         "served_ceiling": np.where(bad, served, ceiling),
+                         "probe_step": new_step, "latency_baseline_ms": new_baseline,
+                         "health_verdict": verdict}, index=today.index)
+
+
+def capacity_under_limit(nominal_cap, rate_limit) -> np.ndarray:
+    """Visits/day a host gets under its served-rate limit: ``floor(min(N, L))``.
+
+    NaN ``rate_limit`` (a host without health history) leaves the nominal cap ``N``. This is
+    what :func:`jobs.core.lanes.host_capacity` computes as ``N x cap_factor`` today.
+    """
+    nominal = np.asarray(nominal_cap, dtype=float)
+    limit = np.nan_to_num(np.asarray(rate_limit, dtype=float), nan=np.inf)
+    return np.floor(np.clip(np.minimum(nominal, limit), 0, None) + 1e-9).astype(np.int64)
+
+
+#: Statuses whose Retry-After is honoured (RFC 9110 §10.2.3: 503; RFC 6585 §4: 429).
+RETRY_AFTER_STATUSES = (429, 503)
+
+
+def blocked_until(hosts, status, retry_after, received_at_s, *, max_block_s: float) -> pd.Series:
+    """Per host, the instant before which it gets no fetch, from its 429/503 Retry-After.
+
+    Each 429/503 row's Retry-After (delay-seconds or an HTTP-date,
+    :func:`jobs.core.http_fields.parse_retry_after`) is read as of the row's receipt and
+    capped at receipt + ``max_block_s``; a host's value is the latest of its rows. Rows of
+    other statuses, refused values and instants not after their receipt (no wait asked) do
+    not count, so only hosts that asked for a wait appear.
+
+    Parameters
+    ----------
+    hosts, status, retry_after, received_at_s : array_like
+        One entry per fetch-log row: host, HTTP status, the raw Retry-After value (None when
+        absent) and the Unix seconds at which the response was received.
+    max_block_s : float
+        Longest wait one header may impose (``health.max_retry_after_s``).
+
+    Returns
+    -------
+    Series
+        Unix seconds (float) indexed by host (named ``host``), sorted by host.
+    """
+    if not (max_block_s >= 0 and np.isfinite(max_block_s)):
+        raise ValueError("max_block_s must be finite and >= 0")
+    status = np.asarray(status)
+    received = np.asarray(received_at_s, dtype=float)
+    asked = np.isin(status, RETRY_AFTER_STATUSES)
+    values = np.asarray(retry_after, dtype=object)
+    until = np.full(len(status), np.nan)
+    rows = np.flatnonzero(asked)
+    until[rows] = http_fields.parse_retry_afters(values[rows], received[rows])
+    until = np.minimum(until, received + max_block_s)
+    keep = np.isfinite(until) & (until > received)
+    frame = pd.DataFrame({"host": np.asarray(hosts, dtype=object)[keep], "until": until[keep]})
+    return frame.groupby("host", sort=True)["until"].max().rename("blocked_until")

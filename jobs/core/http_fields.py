@@ -31,6 +31,14 @@ but a sender must generate IMF-fixdate, so only that form is ever sent as If-Mod
 (:func:`valid_http_date`): the state keeps every Last-Modified received in the other two
 forms rewritten into it (:func:`normalise_http_dates`). The grammar is case-sensitive, as the
 RFC says.
+
+**Retry-After** (RFC 9110 §10.2.3, received with 429 and 503): ``HTTP-date / delay-seconds``
+with ``delay-seconds = 1*DIGIT``. :func:`parse_retry_after` turns either into the absolute
+"not before" instant as of the response's receipt; the HTTP-date is read by
+:func:`parse_http_date` (all three forms). Delay-seconds are ASCII digits only (no sign,
+space, decimal point or exponent) and at most :data:`MAX_DELAY_DIGITS` of them: a longer
+value is refused rather than trusted (the caller caps what it honours anyway,
+:func:`jobs.core.host_health.blocked_until`).
 """
 from __future__ import annotations
 
@@ -63,6 +71,9 @@ _ASCTIME = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|J
 # RFC 9110: an RFC 850 date more than this many years in the future is of the century before.
 _RFC850_WINDOW_YEARS = 50
 MAX_LEN = 512
+# delay-seconds = 1*DIGIT. Ten digits (< 317 years) is past any honest wait; more is refused.
+MAX_DELAY_DIGITS = 10
+_DELAY_SECONDS = re.compile(r"[0-9]{1,%d}" % MAX_DELAY_DIGITS)
 # C0 controls, SP, DEL and C1 controls: never inside a request target or a Host value.
 _UNSAFE_TEXT = re.compile(r"[\x00-\x20\x7f-\x9f]")
 
@@ -197,6 +208,47 @@ def normalise_http_dates(values, received_at_s) -> np.ndarray:
             if s is not None:
                 out[i] = imf_fixdate(s)
     return out
+
+
+def parse_retry_after(value, received_at_s) -> float | None:
+    """The Unix instant a Retry-After value asks the next request to wait for, else None.
+
+    Parameters
+    ----------
+    value : object
+        The received field value: delay-seconds (``"120"``) or an HTTP-date in any of the
+        three forms. Anything else (not a ``str``, a sign, spaces around it, a decimal, an
+        exponent, non-ASCII digits, more than :data:`MAX_DELAY_DIGITS` digits, a trailing
+        CR/LF) is None.
+    received_at_s : float
+        Unix seconds at which the response was received: delay-seconds count from it and
+        it decides an RFC 850 date's century. Unknown (None/NaN): delay-seconds are None.
+
+    Returns
+    -------
+    float or None
+        Unix seconds. An HTTP-date in the past is returned as it is (no wait asked).
+    """
+    if not isinstance(value, str):
+        return None
+    if _DELAY_SECONDS.fullmatch(value) is not None:
+        try:
+            received = float(received_at_s)
+        except (TypeError, ValueError):
+            return None
+        return received + int(value) if math.isfinite(received) else None
+    when = parse_http_date(value, received_at_s)
+    return None if when is None else float(when)
+
+
+def parse_retry_afters(values, received_at_s) -> np.ndarray:
+    """:func:`parse_retry_after` of each value (float Unix seconds; NaN where refused).
+
+    ``received_at_s``: each value's receipt (Unix seconds, NaN where unknown).
+    """
+    values = list(values)
+    out = [parse_retry_after(v, r) for v, r in zip(values, _received(values, received_at_s))]
+    return np.array([math.nan if s is None else s for s in out], dtype=float)
 
 
 def safe_request_text(value) -> bool:
