@@ -13,7 +13,7 @@ tier() {
   local name="$1" rc=0
   shift
   echo "== $name tier =="
-  "$VENV/bin/python" -m pytest -q "$@" tests || rc=$?
+  "$VENV/bin/python" -m pytest -q --durations=15 "$@" tests || rc=$?
   if [ "$rc" -eq 5 ]; then  # pytest: no tests collected (e.g. -k matched only the other tier)
     echo "== $name tier: no test selected =="
     rc=0

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import date
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
@@ -24,7 +23,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from jobs import budget_cut, partitions, schemas, shards, storage  # noqa: E402
+from jobs import budget_cut, metrics, partitions, schemas, shards, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import lanes, plan  # noqa: E402
@@ -118,7 +117,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
               "files": len(clean), **{f"planned_{k}": v for k, v in per_lane.items()},
               "audit_conversions": conversions, "schedule_dir": out_dir}
     write_stage_record(cfg, run_date, "build_schedule", record)
-    write_metrics(spark, cfg, run_date, record, bp)
+    write_metrics(cfg, run_date, record, bp)
     return record
 
 
@@ -157,45 +156,12 @@ def audit_conversions(selected, limit: int, day: str):
     return out, taken
 
 
-METRIC_KEYS = {  # metrics column -> allocate record key
-    "signals_pending": "signals_pending", "fast_budget": "fast_budget",
-    "discovery_budget": "discovery_budget", "refresh_budget": "refresh_budget",
-    "refresh_marginal_value": "refresh_value", "discovery_marginal_value": "discovery_value",
-    "policy_level": "policy_level", "floors_affordable": "floors_affordable",
-    "expected_freshness_fast": "expected_freshness_fast",
-    "expected_freshness_refresh": "expected_freshness_refresh", "spark_passes": "spark_passes",
-    "crawl_delay_raised": "crawl_delay_raised", "crawl_delay_lowered": "crawl_delay_lowered"}
-
-
-def write_metrics(spark, cfg: Config, run_date: str, built: dict,
-                  budget: lanes.BudgetParams) -> None:
+def write_metrics(cfg: Config, run_date: str, built: dict, budget: lanes.BudgetParams) -> None:
     upd = read_stage_record(cfg, run_date, "update_state")
     alloc = read_stage_record(cfg, run_date, "allocate")
-    due = int(alloc.get("due_total", 0))
-    row = {
-        "dt": date.fromisoformat(run_date), "policy": cfg.policy.name,
-        "urls_known": int(upd.get("urls_known", 0)), "urls_gone": int(upd.get("urls_gone", 0)),
-        "log_rows": int(upd.get("log_rows", 0)),
-        # Every input table the update stage quarantines from, plus allocate's.
-        "quarantined_rows": sum(int(v or 0) for k, v in upd.items() if k.startswith("quarantined_"))
-        + int(alloc.get("quarantined_rows", 0)),
-        "budget": budget.daily_fetches, "planned_total": built["planned_total"],
-        "planned_refresh": built["planned_refresh"], "planned_fast": built["planned_fast"],
-        "planned_discovery": built["planned_discovery"], "due_total": due,
-        "carried_over": due - built["planned_total"], "hosts": built["hosts"],
-        "expected_freshness": alloc.get("expected_freshness"),
-        "planned_audit": built.get("planned_audit"),
-        "audit_conversions": built.get("audit_conversions"),
-        "budget_split": budget.split,
-        **{col: alloc.get(key) for col, key in METRIC_KEYS.items()},
-        "config_json": json.dumps(cfg.to_dict(), sort_keys=True),
-    }
-    for col in schemas.METRICS.names:  # columns other stages own (e.g. the audit score)
-        row.setdefault(col, upd.get(col))
-    frame = pd.DataFrame([row])[schemas.METRICS.names].astype(object)
-    frame = frame.where(pd.notna(frame), None)
-    df = spark.createDataFrame(frame, schemas.METRICS.spark_ddl())
-    partitions.write_committed(df.coalesce(1), cfg.paths.table("metrics", run_date), "metrics")
+    plan = metrics.plan_columns(cfg, alloc, built, budget.daily_fetches, budget.split)
+    metrics.write(cfg, run_date, metrics.metrics_row(cfg, run_date, upd, alloc, plan,
+                                                     "build_schedule"))
 
 
 def main(argv=None) -> int:

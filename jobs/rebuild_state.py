@@ -24,8 +24,9 @@ Writes (a rerun replaces them):
 * ``hosts/dt=D`` for every day (small);
 * ``quarantine/dt=D/source=...`` for every day, as the daily run writes it (including the
   ``stale_fetched_at`` rows older than their URL's last fetch of the day before);
-* the ``update_state`` run record of every day (same keys as the daily run's), so metrics
-  exist for every date.
+* the ``update_state`` run record of every day (same keys as the daily run's);
+* ``metrics/dt=D`` of every day: the rebuilt state figures, and the plan columns of the row
+  already committed for D, if any (``written_by = rebuild_state``; :mod:`jobs.metrics`).
 
 Memory: one bucket holds every day's logs of its hosts (a host is never split): about
 ``spark.rebuild_rows_per_bucket`` log rows, and there is at least one bucket per core. Each
@@ -44,7 +45,7 @@ import sys
 
 import pandas as pd
 
-from jobs import ingest, partitions, progress, schemas, storage, update_state
+from jobs import ingest, metrics, partitions, progress, schemas, storage, update_state
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import replay, state_update, trust
 from jobs.params import trust_params, update_params
@@ -280,6 +281,9 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
         }
         write_stage_record(cfg, d, "update_state", record)
         records.append(record)
+    # 6. Every day's metrics: the new state figures beside the plan already committed for
+    # that day (a rebuild does not change what was published), after the records they copy.
+    metrics.write_state_rows(cfg, days, records, "rebuild_state")
     return records
 
 

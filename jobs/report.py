@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from jobs import partitions, storage
+from jobs import metrics, partitions, storage
 from jobs.cli import EXIT_REFUSED
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import daily_report as dr
@@ -49,24 +49,6 @@ def _batches(files: list[str], columns):
                 yield batch.to_pandas()
 
 
-def read_metrics(cfg: Config, dt: str) -> dict:
-    """The one ``metrics/dt=dt`` row as a dict (committed partition, else the error)."""
-    files = partitions.committed_files(cfg.paths.table("metrics", dt), "metrics")
-    frames = list(_batches(files, None))
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if frame.empty:
-        raise MissingPartitionError("metrics", cfg.paths.table("metrics", dt), "no row")
-    row = frame.iloc[0].to_dict()
-    return {k: (None if _isna(v) else v) for k, v in row.items()}
-
-
-def _isna(v) -> bool:
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
 def metrics_window(cfg: Config, run_date: str, days: int) -> tuple[list[str], dict]:
     """The report's dates (oldest first) and each one's metrics row, or why it is missing.
     D itself must be there."""
@@ -74,7 +56,7 @@ def metrics_window(cfg: Config, run_date: str, days: int) -> tuple[list[str], di
     out = {}
     for d in dates:
         try:
-            out[d] = read_metrics(cfg, d)
+            out[d] = metrics.read(cfg, d)
         except MissingPartitionError as err:
             if d == run_date:
                 raise

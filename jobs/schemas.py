@@ -152,6 +152,8 @@ FETCH_LOG = Contract("fetch_logs", "fetch_logs/dt=YYYY-MM-DD/*.parquet",
                                       "(docs/fingerprint.md); absent or null: 1, the only "
                                       "version before the column. A day whose rows mix versions "
                                       "is refused (`MixedFingerprintVersions`)", True, False),
+    C("retry_after", "string", "the response's raw Retry-After header (429/503), as received: "
+                               "delay-seconds or an HTTP date", True, False),
 ))
 
 IMPORTANCE = Contract("importance", "importance/*.parquet",
@@ -334,23 +336,29 @@ QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
     C("row_json", "string", "the whole row as JSON"),
 ))
 
-METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet", "One row of run figures.", (
+METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
+                   "One row of run figures per date with state (jobs/metrics.py). State columns "
+                   "come from that day's update_state or rebuild_state; plan columns are null "
+                   "on a day nothing was planned for.", (
     C("dt", "date", "run date"),
-    C("policy", "string", "refresh policy"),
+    C("written_by", "string", "the job that wrote the row: `update_state` or `rebuild_state` "
+                              "(state figures; plan columns kept from the day's row, else null), "
+                              "`build_schedule` (the whole row)", True, False),
+    C("policy", "string", "refresh policy (plan)", True),
     C("urls_known", "int", "URLs in state"),
     C("urls_gone", "int", "URLs confirmed gone"),
     C("log_rows", "int", "fetch-log rows read"),
     C("quarantined_rows", "int", "input rows quarantined (all tables)"),
-    C("budget", "int", "daily fetch budget"),
-    C("planned_total", "int", "schedule rows"),
-    C("planned_refresh", "int", "refresh-lane rows"),
-    C("planned_fast", "int", "fast-lane rows"),
-    C("planned_discovery", "int", "discovery-lane rows"),
-    C("due_total", "int", "visits due in the window before budget and host caps"),
-    C("carried_over", "int", "due visits that did not fit (budget or host cap)"),
-    C("hosts", "int", "hosts in the schedule"),
+    C("budget", "int", "daily fetch budget (plan)", True),
+    C("planned_total", "int", "schedule rows (plan)", True),
+    C("planned_refresh", "int", "refresh-lane rows (plan)", True),
+    C("planned_fast", "int", "fast-lane rows (plan)", True),
+    C("planned_discovery", "int", "discovery-lane rows (plan)", True),
+    C("due_total", "int", "visits due in the window before budget and host caps (plan)", True),
+    C("carried_over", "int", "due visits that did not fit (budget or host cap) (plan)", True),
+    C("hosts", "int", "hosts in the schedule (plan)", True),
     C("expected_freshness", "float", "importance-weighted expected freshness of known URLs "
-                                     "under the planned rates"),
+                                     "under the planned rates (plan)", True),
     C("audit_freshness", "float", "share of audit-lane fetches that found our copy "
                                   "current (achieved freshness)", True, False),
     C("audit_freshness_lo", "float", "lower end of its Wilson interval (`audit.level`)", True,

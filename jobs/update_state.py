@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
 
 import pandas as pd  # noqa: E402
 
-from jobs import ingest, partitions, schemas, storage  # noqa: E402
+from jobs import ingest, metrics, partitions, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import estimators_shrinkage, observations, state_update, trust  # noqa: E402
@@ -309,6 +309,7 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     for frame in cached:
         frame.unpersist()
     write_stage_record(cfg, run_date, "update_state", record)
+    metrics.write_state_rows(cfg, [run_date], [record], "update_state")
     return record
 
 

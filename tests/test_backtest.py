@@ -98,7 +98,7 @@ def test_tiny_backtest_end_to_end(spark, tmp_path):
     # in two runs. The default backtest, 7 history days, covered 14/15: docs/backtest.md.)
     assert (ad["lane_audit"] > 0).all()
     assert au["planner_audit_freshness"].notna().all() and (au["planner_audit_n"] >= 5).all()
-    assert list(au["planner_audit_source"]) == ["metrics"] * (days - 1) + ["update_state record"]
+    assert list(au["planner_audit_source"]) == ["build_schedule"] * (days - 1) + ["update_state"]
     assert ((au["planner_audit_lo"] <= au["planner_audit_freshness"])
             & (au["planner_audit_freshness"] <= au["planner_audit_hi"])).all()
     assert int(au["planner_covered"].astype(bool).sum()) >= 1

@@ -7,7 +7,6 @@ stages in tests/test_explain.py (e2e).
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -17,15 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import schemas
+from jobs import metrics, schemas
+from jobs.config import load_config
 from jobs.core import host_plan
 from tests.conftest import REPO
-from tests.test_host_plan import LEVELS, W0, _bucket, _ctx
+from tests.test_host_plan import LEVELS, _bucket, _ctx
 
 DOC = os.path.join(REPO, "docs", "queries.md")
 DEMO_ROOT = "var/demo/data"
 EXAMPLE_URL = "https://h0032.example.com/docs/item-104"
-DAYS = ("2026-11-27", "2026-11-28", "2026-11-29")  # the first: rebuilt, no metrics
+DAYS = ("2026-11-27", "2026-11-28", "2026-11-29")  # the first: rebuilt, no plan
 
 
 def query_blocks(engine: str) -> list[tuple[str, str]]:
@@ -63,39 +63,33 @@ def run_duckdb(sql: str) -> pd.DataFrame:
         con.close()
 
 
-def _metrics_row(day: str, i: int) -> dict:
-    defaults = {"int": 0, "int32": 0, "float": 0.0, "string": "", "bool": True}
-    row = {c.name: (None if c.nullable else defaults.get(c.kind)) for c in schemas.METRICS.columns}
-    row.update(dt=pd.Timestamp(day).date(), policy="optimal", urls_known=400 + i, budget=500,
-               planned_total=450 + i, planned_refresh=300, planned_fast=100 + i,
-               planned_discovery=30, planned_audit=20, due_total=600, carried_over=150 - i,
-               expected_freshness=0.8 + 0.01 * i, refresh_marginal_value=0.05,
-               config_json="{}")
-    return row
-
-
 def build_root(root: str) -> dict:
-    """plan/, metrics/ and _runs/ of three days (plan rows from the real pass 3)."""
+    """plan/ and metrics/ of three days (plan rows from the real pass 3, metrics rows from
+    jobs.metrics); the first day was only rebuilt, so its row has no plan."""
+    cfg = load_config(None, [f"paths.root={root}"])
     plans = {}
     for i, day in enumerate(DAYS):
-        runs = os.path.join(root, "_runs", f"dt={day}")
-        os.makedirs(runs)
-        with open(os.path.join(runs, "update_state.json"), "w") as fh:
-            json.dump({"urls_known": 400 + i, "audit_n": 30 + i, "audit_fresh": 24,
-                       "audit_freshness": 0.7 + 0.05 * i, "audit_freshness_lo": 0.6,
-                       "audit_freshness_hi": 0.9}, fh)
+        upd = {"urls_known": 400 + i, "urls_gone": 0, "log_rows": 100, "audit_n": 30 + i,
+               "audit_freshness": 0.7 + 0.05 * i, "audit_freshness_lo": 0.6,
+               "audit_freshness_hi": 0.9}
         if i == 0:
+            metrics.write(cfg, day, metrics.metrics_row(cfg, day, upd, None, None,
+                                                        "rebuild_state"))
             continue
+        plan_cols = metrics.plan_columns(
+            cfg, {"due_total": 600, "expected_freshness": 0.8 + 0.01 * i, "refresh_value": 0.05},
+            {"planned_total": 450 + i, "planned_refresh": 300, "planned_fast": 100 + i,
+             "planned_discovery": 30 - i, "planned_audit": 20, "hosts": 10}, 500, "fixed")
+        metrics.write(cfg, day, metrics.metrics_row(cfg, day, upd, {}, plan_cols,
+                                                    "build_schedule"))
         out = host_plan.plan_bucket(_bucket(seed=i), _ctx("optimal", level=LEVELS[0]))
         plan = out[out.reason.notna()].infer_objects().reset_index(drop=True)
         plan["last_success_at"] = pd.to_datetime(
             np.round(plan.last_success_s.to_numpy(float) * 1e6), unit="us", utc=True)
         table = pa.Table.from_pandas(plan[schemas.PLAN.names], preserve_index=False)
-        for name, part in (("plan", table.cast(schemas.PLAN.arrow_schema())),
-                           ("metrics", pa.Table.from_pylist(
-                               [_metrics_row(day, i)], schemas.METRICS.arrow_schema()))):
-            os.makedirs(os.path.join(root, name, f"dt={day}"))
-            pq.write_table(part, os.path.join(root, name, f"dt={day}", "part-0.parquet"))
+        os.makedirs(os.path.join(root, "plan", f"dt={day}"))
+        pq.write_table(table.cast(schemas.PLAN.arrow_schema()),
+                       os.path.join(root, "plan", f"dt={day}", "part-0.parquet"))
         plans[day] = plan
     return plans
 

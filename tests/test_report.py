@@ -316,7 +316,7 @@ def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
     from selenium.webdriver.common.by import By
 
     cfg, d = closed_loop["cfg"], closed_loop["run_date"]
-    days = 5  # reaches back before the planner's first run: those days must say "missing"
+    days = 8  # reaches back before the history began: those days must say "missing"
     doc = report.build(cfg, d, days=days, top=10)
     assert doc["forecast"]["days"] >= 1 and len(doc["missing"]) >= 1
     assert doc["freshness"]["audit"].notna().sum() >= 2

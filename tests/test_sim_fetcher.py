@@ -153,3 +153,76 @@ def test_audit_lane_is_a_full_get_that_leaves_the_copy_alone():
     # The same row in lane refresh does replace the copy.
     sim.step(2, _schedule(url, [2.5], lane="refresh"))
     assert sim.copies.version[page] == sim.web.version_at([page], 2.5)[0]
+
+
+def _health_params(**kw):
+    return _params(**{"n_urls": 2000, "n_hosts": 4, "health_min_pages": 50, **kw})
+
+
+def test_health_draws_leave_every_other_attribute_of_the_web_alone():
+    plain, sick = Simulation(_health_params()).web, Simulation(_health_params(
+        quota_host_share=0.5, throttle_host_share=0.5)).web
+    for name in ("size", "crawl_delay_s", "max_fetches", "validator", "publish_hour"):
+        np.testing.assert_array_equal(getattr(plain.hosts, name), getattr(sick.hosts, name))
+    np.testing.assert_array_equal(plain.pages.lam, sick.pages.lam)
+    assert (plain.hosts.quota == -1).all() and (plain.hosts.throttle_s == 0).all()
+    big = sick.hosts.size >= 50
+    # every eligible host is one or the other, never both, and small ones are neither
+    assert ((sick.hosts.quota >= 0) ^ (sick.hosts.throttle_s > 0))[big].all()
+    assert (sick.hosts.quota[~big] == -1).all() and (sick.hosts.throttle_s[~big] == 0).all()
+
+
+def test_quota_host_answers_503_beyond_its_hidden_quota_and_slows_down_before():
+    sim = Simulation(_health_params(quota_host_share=1.0, quota_per_page=(0.05, 0.05)))
+    hs, pg = sim.web.hosts, sim.web.pages
+    h = int(np.argmax(hs.size))
+    quota = int(hs.quota[h])
+    assert quota == max(5, round(hs.size[h] * 0.05)) and quota >= 20
+    urls = pg.url[pg.host == h][:quota + 4]
+    times = 0.2 + np.arange(len(urls)) * 60.0 / 86400
+    res = sim.step(0, _schedule(urls, times))
+    log = res.fetch_log.to_pandas()
+    assert (log.status.iloc[:quota] == 200).all() and (log.status.iloc[quota:] == 503).all()
+    assert log.retry_after.isna().all()  # silent: no Retry-After
+    assert res.record["over_quota"] == 4 and res.record["status_503"] == 4
+    served = log.elapsed_ms.iloc[:quota].to_numpy(float)
+    quarter = quota // 4
+    # slower near the quota (x1 at the start, up to x4 at the quota)
+    assert np.median(served[-quarter:]) > 2.0 * np.median(served[:quarter])
+    # the next day the count starts again
+    log2 = sim.step(1, _schedule(urls[:quota], 1.2 + np.arange(quota) * 60.0 / 86400)).fetch_log
+    assert set(log2.column("status").to_pylist()) == {200}
+
+
+def test_a_recovered_host_lifts_its_quota_from_its_day():
+    sim = Simulation(_health_params(quota_host_share=1.0, quota_per_page=(0.01, 0.01),
+                                    quota_recover_share=1.0, quota_recover_day=2))
+    hs, pg = sim.web.hosts, sim.web.pages
+    h = int(np.argmax(hs.size))
+    urls = pg.url[pg.host == h][:int(hs.quota[h]) + 5]
+    spaced = np.arange(len(urls)) * 60.0 / 86400
+    statuses = [set(sim.step(d, _schedule(urls, d + 0.2 + spaced)).fetch_log
+                    .column("status").to_pylist()) for d in range(3)]
+    assert 503 in statuses[0] and 503 in statuses[1] and statuses[2] == {200}
+
+
+def test_throttle_host_answers_429_with_retry_after_seconds():
+    sim = Simulation(_health_params(throttle_host_share=1.0, throttle_interval_s=(300.0, 300.0)))
+    hs, pg = sim.web.hosts, sim.web.pages
+    h = int(np.argmax(hs.size))
+    assert hs.throttle_s[h] == 300.0 and hs.quota[h] == -1
+    urls = pg.url[pg.host == h][:4]
+    offsets = np.array([0.0, 100.0, 420.0, 1000.0]) / 86400  # gaps 100 s, 320 s, 580 s
+    log = sim.step(0, _schedule(urls, 0.3 + offsets)).fetch_log.to_pandas()
+    assert list(log.status) == [200, 429, 200, 200]
+    assert list(log.retry_after) == [None, "200", None, None]
+    assert sim.metrics()["status_429"] == 1
+
+
+def test_health_params_are_validated():
+    for bad in (dict(quota_host_share=0.7, throttle_host_share=0.5),
+                dict(quota_per_page=(0.0, 0.1)), dict(throttle_interval_s=(10.0, 5.0)),
+                dict(quota_recover_day=-2), dict(health_min_pages=1),
+                dict(quota_recover_share=1.5)):
+        with pytest.raises(ValueError):
+            _health_params(**bad)

@@ -83,3 +83,22 @@ def test_dropped_window_and_bad_params_raise():
         WebParams(n_urls=10, n_hosts=10)
     with pytest.raises(ValueError):
         WebParams(validator_shares=(1.0, 0.5, 0, 0, 0))
+
+
+def test_web_overrides_parse_literals_of_each_fields_type():
+    from jobs.backtest.loop import BacktestSpec
+    from jobs.sim.params import web_overrides
+
+    got = web_overrides(["quota_host_share=0.1", "quota_per_page=(0.1, 0.2)",
+                         "quota_recover_day=9", "error_rate=0"])
+    assert got == {"quota_host_share": 0.1, "quota_per_page": (0.1, 0.2),
+                   "quota_recover_day": 9, "error_rate": 0.0}
+    assert isinstance(got["error_rate"], float)
+    for bad in ("nope=1", "quota_host_share", "quota_host_share=__import__('os')",
+                "quota_recover_day=1.5", "quota_per_page=0.1", "quota_host_share=True"):
+        with pytest.raises(ValueError):
+            web_overrides([bad])
+    spec = BacktestSpec(urls=400, hosts=8, web=("quota_host_share=0.25",))
+    assert spec.params().quota_host_share == 0.25
+    with pytest.raises(ValueError):  # parsed, then refused by WebParams' own checks
+        BacktestSpec(web=("quota_host_share=1.5",)).params()

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobs import rebuild_state, update_state
+from jobs import metrics, rebuild_state, update_state
 from jobs.runlog import read_stage_record
 from tests.conftest import make_config
 from tests.tiny_web import fetch, write
@@ -210,6 +210,12 @@ def rebuilt(spark, tmp_path_factory):
         os.remove(os.path.join(root, "_runs", f"dt={d}", "update_state.json"))
     for d in GEN_DAYS[:-1]:
         shutil.rmtree(os.path.join(root, "state", f"dt={d}"))
+    # The second day was planned and published: its metrics row holds a plan to keep.
+    planned = metrics.plan_columns(cfg, {"due_total": 60, "expected_freshness": 0.7},
+                                   {"planned_total": 50, "planned_refresh": 50, "planned_fast": 0,
+                                    "planned_discovery": 0, "hosts": 8}, 50, "fixed")
+    metrics.write(cfg, GEN_DAYS[1], metrics.metrics_row(cfg, GEN_DAYS[1], daily[GEN_DAYS[1]],
+                                                        None, planned, "build_schedule"))
     records = rebuild_state.run(cfg, GEN_DAYS[0], GEN_DAYS[-1], spark)
     return {"cfg": cfg, "root": root, "daily": daily, "inc": inc, "read": read,
             "records": dict(zip(GEN_DAYS, records)), "stale_url": stale_url}
@@ -236,6 +242,19 @@ def test_rebuild_equals_incremental_on_generated_data(rebuilt):
     assert [p for p in sorted(os.listdir(os.path.join(rebuilt["root"], "state")))
             if p.startswith("dt=")] == ["dt=2024-01-01", f"dt={GEN_DAYS[-1]}"]
     assert {str(u) for u in read("hosts", GEN_DAYS[1])["updated_dt"]} == {GEN_DAYS[1]}
+
+
+def test_rebuild_writes_metrics_for_every_day(rebuilt):
+    cfg = rebuilt["cfg"]
+    for d in GEN_DAYS:
+        row, rec = metrics.read(cfg, d), rebuilt["records"][d]
+        assert row["written_by"] == "rebuild_state", d
+        assert {c: row[c] for c in metrics.STATE_COLUMNS} == {
+            c: rec[c] for c in metrics.STATE_COLUMNS}, d
+        kept = d == GEN_DAYS[1]
+        assert (row["planned_total"], row["expected_freshness"]) == (
+            (50, 0.7) if kept else (None, None)), d
+    assert metrics.read(cfg, GEN_DAYS[-1])["audit_n"] == rebuilt["daily"][GEN_DAYS[-1]]["audit_n"]
 
 
 def test_rebuild_quarantines_a_stale_row_like_the_daily_run(rebuilt):

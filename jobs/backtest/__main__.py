@@ -21,6 +21,7 @@ import pandas as pd
 
 from jobs.backtest.loop import POLICIES, BacktestSpec, prepare_history, run_policy, spec_dict
 from jobs.backtest.report import write_report
+from jobs.sim.params import web_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,7 +45,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--workdir", default=str(REPO / "var" / "backtest" / "work"))
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="planner config override for every policy; repeatable")
-    return ap.parse_args(argv)
+    ap.add_argument("--web", action="append", default=[], metavar="NAME=VALUE",
+                    help="synthetic-web parameter (jobs.sim.params.WebParams), e.g. "
+                         "quota_host_share=0.1 (hidden host health); repeatable")
+    args = ap.parse_args(argv)
+    web_overrides(args.web)  # a typo fails here, before any work
+    return args
 
 
 def _frames(run, seed: int, budget_share: float):
@@ -79,7 +85,8 @@ def main(argv=None) -> int:
         for seed in args.seeds:
             spec = BacktestSpec(urls=args.urls, hosts=args.hosts, history_days=args.history_days,
                                 days=args.days, seed=seed, budget_share=args.budget_share,
-                                audit_rate=args.audit_rate, overrides=tuple(args.set))
+                                audit_rate=args.audit_rate, overrides=tuple(args.set),
+                                web=tuple(args.web))
             print(f"[backtest] seed {seed}: history ({args.history_days} days, {args.urls} URLs)",
                   flush=True)
             history = prepare_history(spec, workdir / f"seed{seed}", spark)

@@ -29,8 +29,8 @@ from jobs import allocate, build_schedule, dag_tasks, rebuild_state, update_stat
 from jobs.backtest import audit
 from jobs.config import Config, load_config, toml_text
 from jobs.core.plan import host_cap
-from jobs.runlog import read_stage_record
 from jobs.sim import Simulation, WebParams, run_history
+from jobs.sim.params import web_overrides
 from jobs.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCHEMA,
                                IMPORTANCE_SCHEMA, SIGNALS_SCHEMA, partition_dir, write_table)
 from jobs.verify import read_schedule
@@ -77,6 +77,9 @@ class BacktestSpec:
         Share of URLs in the freshness audit sample.
     overrides : tuple of str
         Extra ``section.key=value`` planner config overrides, applied to every policy.
+    web : tuple of str
+        ``name=value`` overrides of the synthetic web (:func:`jobs.sim.params.web_overrides`),
+        e.g. the hidden host health of issue 15 (``quota_host_share=0.1``).
     """
 
     urls: int = 3000
@@ -88,13 +91,15 @@ class BacktestSpec:
     start: str = "2026-01-01"
     audit_rate: float = 0.05
     overrides: tuple = ()
+    web: tuple = ()
 
     @property
     def budget(self) -> int:
         return int(round(self.budget_share * self.urls))
 
     def params(self) -> WebParams:
-        return WebParams(n_urls=self.urls, n_hosts=self.hosts, seed=self.seed, start=self.start)
+        return WebParams(n_urls=self.urls, n_hosts=self.hosts, seed=self.seed, start=self.start,
+                         **web_overrides(self.web))
 
 
 @dataclass
@@ -272,6 +277,7 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
                      "age_days": rec["age_days2"] / rec["obs_days"],
                      "age_days_weighted": rec["w_age_days2"] / rec["w_obs_days"],
                      "status_304": rec["status_304"], "status_503": rec["status_503"],
+                     "status_429": rec["status_429"], "over_quota": rec["over_quota"],
                      "gap_violations": rec["gap_violations"], "cap_violations": rec["cap_violations"],
                      "found_change": rec["fetches_found_change"], "bytes": rec["bytes"],
                      "not_issued": result.not_issued, "scheduled": len(sched),
@@ -281,7 +287,7 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
                      **_planner_figures(cfg, D, d_next, alloc_rec)})
         log(f"[backtest] {name} {D1}: {len(sched)} rows, freshness {rows[-1]['freshness']:.3f} "
             f"(w {rows[-1]['freshness_weighted']:.3f}), {time.monotonic() - t_day:.1f}s")
-    if rows:  # the last day has no metrics/dt= (no next run): the same figures, from the record
+    if rows:  # the last day's row: update_state's (no later run planned)
         rows[-1].update(production_audit(cfg, rows[-1]["date"]))
     run.seconds = time.monotonic() - t_start
     run.stage_seconds = {k: round(v, 1) for k, v in secs.items()}
@@ -310,22 +316,14 @@ AUDIT_KEYS = ("audit_freshness", "audit_freshness_lo", "audit_freshness_hi", "au
 def production_audit(cfg: Config, date: str) -> dict:
     """The production freshness audit of ``date``'s fetches, as an operator reads it.
 
-    ``metrics/dt=<date>`` (written by that date's build_schedule, copying update_state's
-    audit figures) when it exists; otherwise (the last simulated day, which no later run
-    follows) the same figures from update_state's run record for ``date``.
-    ``planner_audit_source`` says which.
+    ``metrics/dt=<date>``: update_state's audit figures, in the row that date's
+    build_schedule wrote, or update_state's own row on the last simulated day (no later run
+    follows). ``planner_audit_source`` is the row's ``written_by``.
     """
-    import glob
-    import os
+    from jobs import metrics
 
-    part = cfg.paths.table("metrics", date)
-    files = sorted(glob.glob(os.path.join(part, "*.parquet")))
-    if files:
-        m = pd.read_parquet(files[0]).iloc[0]
-        vals, source = {k: m.get(k) for k in AUDIT_KEYS}, "metrics"
-    else:
-        upd = read_stage_record(cfg, date, "update_state")
-        vals, source = {k: upd.get(k) for k in AUDIT_KEYS}, "update_state record"
+    m = metrics.read(cfg, date)
+    vals, source = {k: m.get(k) for k in AUDIT_KEYS}, m.get("written_by")
     out = {f"planner_{k}": (None if v is None or pd.isna(v) else float(v)) for k, v in vals.items()}
     out["planner_audit_source"] = source
     return out

@@ -157,7 +157,7 @@ class FetchLogWriter:
             raise FetchLogRowError(n, "status", f"bad_status: {status!r} (0 or 100-599)")
         if not isinstance(row["conditional"], bool):
             raise FetchLogRowError(n, "conditional", f"not a bool: {row['conditional']!r}")
-        for name in ("etag", "last_modified", "content_hash"):
+        for name in ("etag", "last_modified", "content_hash", "retry_after"):
             value = row.get(name)
             if value is not None and not isinstance(value, str):
                 raise FetchLogRowError(n, name, f"not a string: {value!r}")

@@ -3,7 +3,10 @@
 Servers answer per their host's validator behaviour (see
 ``jobs.sim.params.VALIDATOR_CLASSES``) and capacity: a request closer than
 ``crawl_delay_s`` to the previous request to the host, or beyond its
-``max_fetches_per_day``, gets a 503.
+``max_fetches_per_day``, gets a 503. Hidden health (``jobs.sim.population.make_health``):
+a quota host answers 503 (no Retry-After) beyond its daily quota and slows down as the
+day's count nears it; a throttle host answers 429 with ``Retry-After: <seconds>`` to a
+request sooner than its interval after the previous one.
 """
 from __future__ import annotations
 
@@ -51,6 +54,24 @@ class Requests:
                         self.lane.take(pa.array(idx, pa.int64())))
 
 
+@dataclass
+class Admission:
+    """How each request of a batch fared against its server's capacity and health."""
+
+    gap_violation: np.ndarray    # sooner than crawl_delay_s after the previous request
+    cap_violation: np.ndarray    # beyond max_fetches_per_day
+    over_quota: np.ndarray       # beyond the hidden daily quota (503)
+    throttled: np.ndarray        # sooner than the hidden throttle interval (429)
+    retry_after_s: np.ndarray    # the 429's Retry-After seconds (0 elsewhere)
+    quota_load: np.ndarray       # the day's count / quota before the request (0: no quota)
+
+    @classmethod
+    def empty(cls, n: int) -> "Admission":
+        false = np.zeros(n, bool)
+        return cls(false, false.copy(), false.copy(), false.copy(), np.zeros(n, np.int64),
+                   np.zeros(n))
+
+
 class HostLoad:
     """What each server remembers of recent traffic: last request time, today's count."""
 
@@ -59,35 +80,39 @@ class HostLoad:
         self.count = np.zeros(n_hosts, np.int64)
         self.day = None
 
-    def admit(self, web, host: np.ndarray, t: np.ndarray, day: int):
-        """Judge requests (sorted by time) against capacity and record them.
-
-        Returns
-        -------
-        gap_violation, cap_violation : ndarray of bool
-        """
+    def admit(self, web, host: np.ndarray, t: np.ndarray, day: int) -> Admission:
+        """Judge requests (sorted by time) against capacity and hidden health, and record
+        them (every request counts towards the day's count and the last request time)."""
         if self.day != day:
             self.count[:] = 0
             self.day = day
-        gap_v = np.zeros(len(host), bool)
-        cap_v = np.zeros(len(host), bool)
+        out = Admission.empty(len(host))
         ok = np.flatnonzero(host >= 0)
         if not len(ok):
-            return gap_v, cap_v
+            return out
         order = ok[np.lexsort((t[ok], host[ok]))]
         h, tt = host[order], t[order]
         same = np.append(False, h[1:] == h[:-1])
         prev = np.where(same, np.append(-np.inf, tt[:-1]), self.last_t[h])
-        delay = web.hosts.crawl_delay_s[h]
-        gap_v[order] = (tt - prev) * 86400.0 < delay - 1e-3
+        hs = web.hosts
+        gap_s = (tt - prev) * 86400.0
+        out.gap_violation[order] = gap_s < hs.crawl_delay_s[h] - 1e-3
         idx = np.arange(len(h))
         rank = idx - np.maximum.accumulate(np.where(~same, idx, 0))
-        cap = web.hosts.max_fetches[h]
-        cap_v[order] = (cap >= 0) & (rank + self.count[h] >= cap)
+        seen = rank + self.count[h]  # requests to the host earlier today
+        cap = hs.max_fetches[h]
+        out.cap_violation[order] = (cap >= 0) & (seen >= cap)
+        quota = np.where(day < hs.quota_until[h], hs.quota[h], -1)
+        out.over_quota[order] = (quota >= 0) & (seen >= quota)
+        out.quota_load[order] = np.where(quota > 0, seen / np.maximum(quota, 1), 0.0)
+        throttle = hs.throttle_s[h]
+        throttled = (throttle > 0) & (gap_s < throttle - 1e-3)
+        out.throttled[order] = throttled
+        out.retry_after_s[order] = np.where(throttled, np.ceil(np.round(throttle - gap_s, 3)), 0).astype(np.int64)
         last = np.append(h[1:] != h[:-1], True)
         self.last_t[h[last]] = tt[last]
         np.add.at(self.count, h, 1)
-        return gap_v, cap_v
+        return out
 
 
 def respond(web, load: HostLoad, req: Requests, day: int) -> dict:
@@ -96,7 +121,8 @@ def respond(web, load: HostLoad, req: Requests, day: int) -> dict:
     Keys: ``status``, ``version`` (-1 when no body), ``etag``/``etag_ok``,
     ``lm``/``lm_ok`` (Unix s), ``hash``/``hash_ok``, ``bytes``,
     ``elapsed``/``elapsed_ok``, ``conditional``, ``outcome`` (for truth
-    accounting), ``gap_violation``, ``cap_violation``.
+    accounting), ``gap_violation``, ``cap_violation``, ``over_quota``, ``throttled``,
+    ``retry_after`` (seconds, meaningful where ``throttled``).
     """
     p = web.params
     n = len(req)
@@ -109,7 +135,7 @@ def respond(web, load: HostLoad, req: Requests, day: int) -> dict:
     pid = np.where(known, req.page, 0)
     key = np.where(known, pg.url_key[pid], np.uint64(0))
     t_us = np.round(t * _US_PER_DAY).astype(np.int64)
-    gap_v, cap_v = load.admit(web, req.host, t, day)
+    adm = load.admit(web, req.host, t, day)
     u_err = uniform(key, t_us, 0xE1)
     u_noise = uniform(key, t_us, 0xB1)
     cls = np.where(req.host >= 0, hs.validator[np.maximum(req.host, 0)], -1)
@@ -123,7 +149,8 @@ def respond(web, load: HostLoad, req: Requests, day: int) -> dict:
     err = u_err < p.error_rate
     status[err] = np.where(u_err[err] < 0.6 * p.error_rate, 0,
                            np.where(u_err[err] < 0.9 * p.error_rate, 500, 502))
-    status[gap_v | cap_v] = 503
+    status[adm.gap_violation | adm.cap_violation | adm.over_quota] = 503
+    status[adm.throttled] = 429
     status[req.host < 0] = 0
 
     body = status == 200
@@ -155,7 +182,9 @@ def respond(web, load: HostLoad, req: Requests, day: int) -> dict:
     size = np.where(cls == VOLATILE_ETAG, size * (1.0 + 0.04 * (u_noise - 0.5)), size)
     nbytes = np.select([full, status == 304, status == 0], [size, 250 + 100 * u_noise, 0.0],
                        400 + 200 * u_noise).astype(np.int64)
-    elapsed = (30 + nbytes / 2000.0 + 300 * u_noise ** 3).astype(np.int32)
+    # A quota host slows down as the day's count nears its quota (x4 at the quota).
+    slow = 1.0 + 3.0 * np.minimum(adm.quota_load, 1.0) ** 2
+    elapsed = ((30 + nbytes / 2000.0 + 300 * u_noise ** 3) * slow).astype(np.int32)
     outcome = np.select([full, status == 304, (status == 404) | (status == 410)],
                         [FULL, NOT_MODIFIED, np.where(dead, GONE, NO_EFFECT)], NO_EFFECT)
     return {
@@ -165,7 +194,9 @@ def respond(web, load: HostLoad, req: Requests, day: int) -> dict:
         "hash": web.content_hash_u64(pid, version), "hash_ok": full,
         "bytes": nbytes, "elapsed": elapsed, "elapsed_ok": status != 0,
         "conditional": conditional, "outcome": outcome.astype(np.int8),
-        "gap_violation": gap_v, "cap_violation": cap_v,
+        "gap_violation": adm.gap_violation, "cap_violation": adm.cap_violation,
+        "over_quota": adm.over_quota, "throttled": adm.throttled & (status == 429),
+        "retry_after": adm.retry_after_s,
     }
 
 
@@ -188,4 +219,6 @@ def fetch_log_table(web, req: Requests, resp: dict) -> pa.Table:
         "elapsed_ms": pa.array(resp["elapsed"], pa.int32(), mask=~resp["elapsed_ok"]),
         "lane": req.lane.cast(pa.string()),
         "fingerprint_version": pa.array(np.full(len(req.url), FINGERPRINT_VERSION), pa.int32()),
+        "retry_after": pa.array(resp["retry_after"].astype(str).astype(object), pa.string(),
+                                mask=~resp["throttled"]),
     }, schema=FETCH_LOG_SCHEMA)

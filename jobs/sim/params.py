@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+import ast
+from dataclasses import dataclass, fields
 
 VALIDATOR_CLASSES = ("honest", "lm_only", "none", "frozen_lm", "volatile_etag")
 PROCESS_KINDS = ("poisson", "daily", "bursty")
@@ -80,6 +81,23 @@ class WebParams:
         Per page per day chance that a stale host announces a change that did not happen.
     error_rate : float
         Share of requests failing with a network error (status 0) or 5xx.
+    quota_host_share : float
+        Share of hosts with at least ``health_min_pages`` pages that silently serve a hidden
+        daily quota of U(``quota_per_page``) × their pages requests (at least 5): beyond it
+        they answer 503 without Retry-After, and they slow down as the day's count nears it.
+    quota_per_page : (float, float)
+        A quota host's hidden quota per page and day.
+    quota_recover_share, quota_recover_day : float, int
+        Share of quota hosts that lift their quota (recover) from web day ``quota_recover_day``
+        on (-1: never).
+    throttle_host_share : float
+        Share of hosts with at least ``health_min_pages`` pages that answer 429 with
+        ``Retry-After: <seconds>`` to a request sooner than a hidden interval of
+        U(``throttle_interval_s``) seconds after the previous one.
+    throttle_interval_s : (float, float)
+        The hidden interval's range, seconds.
+    health_min_pages : int
+        Hosts this small are never quota or throttle hosts.
     page_bytes_median : float
         Median body size in bytes.
     keep_days : int
@@ -116,6 +134,13 @@ class WebParams:
     signal_coverage: float = 0.8
     stale_signal_rate: float = 0.05
     error_rate: float = 0.01
+    quota_host_share: float = 0.0
+    quota_per_page: tuple = (0.1, 0.3)
+    quota_recover_share: float = 0.0
+    quota_recover_day: int = -1
+    throttle_host_share: float = 0.0
+    throttle_interval_s: tuple = (120.0, 600.0)
+    health_min_pages: int = 50
     page_bytes_median: float = 30_000.0
     keep_days: int = 3
 
@@ -136,11 +161,18 @@ class WebParams:
         _check_range("lam_range", self.lam_range, 1e-12)
         _check_range("lam_front_range", self.lam_front_range, 1e-12)
         _check_range("burst_on_rate_range", self.burst_on_rate_range, 1e-12)
+        _check_range("quota_per_page", self.quota_per_page, 1e-9)
+        _check_range("throttle_interval_s", self.throttle_interval_s, 1e-3)
+        if self.quota_recover_day < -1 or self.health_min_pages < 2:
+            raise ValueError("quota_recover_day must be >= -1 and health_min_pages >= 2")
         _check_range("daily_publish_prob", self.daily_publish_prob)
         for name in ("max_fetches_share", "never_share", "gone_share", "signal_coverage",
-                     "stale_signal_rate", "error_rate", "importance_rate_corr"):
+                     "stale_signal_rate", "error_rate", "importance_rate_corr",
+                     "quota_host_share", "quota_recover_share", "throttle_host_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1]")
+        if self.quota_host_share + self.throttle_host_share > 1.0:
+            raise ValueError("quota_host_share + throttle_host_share must be <= 1")
         if self.daily_publish_prob[1] > 1.0:
             raise ValueError("daily_publish_prob must lie in [0, 1]")
         for name in ("host_size_sigma", "section_lam_sigma", "burst_to_on", "burst_to_off",
@@ -179,3 +211,29 @@ class WebParams:
     def date_of(self, day: int) -> dt.date:
         """Calendar date of day number ``day``."""
         return self.start_date + dt.timedelta(days=int(day))
+
+
+def web_overrides(pairs) -> dict:
+    """``name=value`` strings (e.g. ``quota_host_share=0.1``, ``quota_per_page=(0.1, 0.2)``)
+    as WebParams keyword arguments: the name must be a field, the value a Python literal of
+    the field's type (an int is accepted for a float). ``WebParams`` validates the values."""
+    kinds = {f.name: type(f.default) for f in fields(WebParams)}
+    out = {}
+    for pair in pairs:
+        name, sep, text = str(pair).partition("=")
+        name = name.strip()
+        if not sep or name not in kinds:
+            raise ValueError(f"web override {pair!r}: expected name=value with name one of "
+                             f"{sorted(kinds)}")
+        try:
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError) as exc:
+            raise ValueError(f"web override {pair!r}: not a literal ({exc})") from None
+        want = kinds[name]
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not want:
+            raise ValueError(f"web override {pair!r}: {name} takes a {want.__name__}, got "
+                             f"{type(value).__name__}")
+        out[name] = value
+    return out

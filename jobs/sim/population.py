@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from jobs.sim.params import SECTIONS, WebParams
-from jobs.sim.rand import HOSTS, mix64, stream
+from jobs.sim.rand import HEALTH, HOSTS, mix64, stream
 
 FRONT, FEED = -1, -2  # section codes of the two pages every host has
 POISSON, DAILY, BURSTY = 0, 1, 2
@@ -31,6 +31,10 @@ class Hosts:
     section_mult: np.ndarray    # (H, len(SECTIONS)) λ multiplier per section
     publish_hour: np.ndarray    # hour of day daily pages publish
     shard: np.ndarray
+    # Hidden server health (never published in host_policy): see make_health.
+    quota: np.ndarray = None            # int64 requests/day answered, -1 where none
+    quota_until: np.ndarray = None      # web day the quota is lifted (inf: never)
+    throttle_s: np.ndarray = None       # seconds between requests below which: 429, 0: none
 
 
 def make_hosts(p: WebParams) -> Hosts:
@@ -62,9 +66,35 @@ def make_hosts(p: WebParams) -> Hosts:
     publish_hour = rng.uniform(5.0, 20.0, h)
     width = max(4, len(str(h)))
     name = np.array([f"h{i + 1:0{width}d}.example.com" for i in range(h)], dtype=object)
-    return Hosts(name, size, delay, max_fetches, validator, signal_class, signal_source,
-                 frozen_lm_day, sections, section_mult, publish_hour,
-                 (np.arange(h) // p.hosts_per_shard).astype(np.int32))
+    hosts = Hosts(name, size, delay, max_fetches, validator, signal_class, signal_source,
+                  frozen_lm_day, sections, section_mult, publish_hour,
+                  (np.arange(h) // p.hosts_per_shard).astype(np.int32))
+    hosts.quota, hosts.quota_until, hosts.throttle_s = make_health(p, size)
+    return hosts
+
+
+def make_health(p: WebParams, size: np.ndarray):
+    """Hidden quota and throttle of each host, from their own stream (so a web without them
+    draws every other attribute exactly as before they existed).
+
+    Returns (quota, quota_until, throttle_s): a quota host answers at most ``quota`` requests
+    a day (-1: no quota) until web day ``quota_until``; a throttle host answers 429 to a
+    request sooner than ``throttle_s`` seconds after the previous one (0: none). A host is
+    one or the other, and only hosts of at least ``health_min_pages`` pages are either.
+    """
+    rng = stream(p.seed, HEALTH)
+    h = len(size)
+    u, u_quota, u_recover, u_throttle = (rng.random(h) for _ in range(4))
+    eligible = size >= p.health_min_pages
+    is_quota = eligible & (u < p.quota_host_share)
+    is_throttle = eligible & ~is_quota & (u < p.quota_host_share + p.throttle_host_share)
+    lo, hi = p.quota_per_page
+    quota = np.where(is_quota, np.maximum(5, np.round(size * (lo + (hi - lo) * u_quota))), -1)
+    recovers = is_quota & (u_recover < p.quota_recover_share) & (p.quota_recover_day >= 0)
+    quota_until = np.where(recovers, float(p.quota_recover_day), np.inf)
+    lo, hi = p.throttle_interval_s
+    throttle_s = np.where(is_throttle, np.round(lo + (hi - lo) * u_throttle), 0.0)
+    return quota.astype(np.int64), quota_until, throttle_s
 
 
 @dataclass

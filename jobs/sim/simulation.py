@@ -103,7 +103,8 @@ class Simulation:
         if resp is None:
             resp = {"status": np.empty(0, np.int32), "outcome": np.empty(0, np.int8),
                     "version": np.empty(0, np.int64), "bytes": np.empty(0, np.int64),
-                    "gap_violation": np.empty(0, bool), "cap_violation": np.empty(0, bool)}
+                    "gap_violation": np.empty(0, bool), "cap_violation": np.empty(0, bool),
+                    "over_quota": np.empty(0, bool)}
         # Lane ``audit`` rows are measurement-only (the contract): answered by the server and
         # logged, but they neither replace the crawler's copy nor count as its visits.
         audit = (np.asarray(pc.fill_null(pc.equal(req.lane, "audit"), False), dtype=bool)
@@ -116,7 +117,8 @@ class Simulation:
         record.update(day=day, fetches=len(status), bytes=int(resp["bytes"].sum()),
                       status_200=int((status == 200).sum()), status_304=int((status == 304).sum()),
                       status_404=int(np.isin(status, (404, 410)).sum()),
-                      status_503=int((status == 503).sum()),
+                      status_503=int((status == 503).sum()), status_429=int((status == 429).sum()),
+                      over_quota=int(resp["over_quota"].sum()),
                       status_error=int(((status == 0) | (status >= 500) & (status != 503)).sum()),
                       gap_violations=int(resp["gap_violation"].sum()),
                       cap_violations=int(resp["cap_violation"].sum()))

@@ -113,10 +113,10 @@ def main(argv=None) -> int:
     run_logged([sys.executable, "-m", "airflow", "dags", "test", "recrawl_daily", args.date],
                env, log)
 
-    from jobs import verify
+    from jobs import metrics, verify
     day = schedule_date(args.date)
     result = verify.verify(cfg.publish.target, day, endpoint_url=endpoint)
-    m = pd.read_parquet(cfg.paths.table("metrics", args.date)).iloc[0]
+    m = pd.Series(metrics.read(cfg, args.date))  # the committed row, never a stray file
     key = schedule_manifest_key(cfg.publish.target, day)
     print()
     print(f"Schedule for {day} (planned by the run for {args.date}) published to:")
