@@ -73,17 +73,7 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
 
     policy, bad_policy = ingest.read_host_policy(spark, cfg)
     quarantined += ingest.write_quarantine(cfg, run_date, "host_policy", bad_policy)
-    pol = cfg.politeness
-    if policy is not None:
-        pages = pages.join(policy, "host", "left")
-    else:
-        pages = (pages.withColumn("crawl_delay_s", F.lit(None).cast("double"))
-                 .withColumn("max_fetches_per_day", F.lit(None).cast("long")))
-    pages = (pages.withColumn("crawl_delay_s",
-                              F.coalesce("crawl_delay_s", F.lit(pol.default_crawl_delay_s)))
-             .withColumn("max_fetches_per_day",
-                         F.coalesce("max_fetches_per_day",
-                                    F.lit(pol.default_max_fetches_per_day).cast("long"))))
+    pages = ingest.with_politeness(cfg, pages, policy)
     return with_oracle(spark, lambda_table,
                        with_host_health(spark, cfg, run_date, pages)), quarantined
 

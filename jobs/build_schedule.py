@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from jobs import budget_cut, metrics, partitions, schemas, shards, storage  # noqa: E402
+from jobs import budget_cut, ingest, metrics, partitions, schemas, shards, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import lanes, plan  # noqa: E402
@@ -49,8 +49,10 @@ def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_en
         placed, min_ratio = [], np.inf
         for _, g in pdf.groupby("host", sort=True):
             delay = float(g["crawl_delay_s"].iloc[0])
-            t = plan.place_in_slots(g["due_s"].to_numpy(), delay, window_start, window_end,
-                                    g["priority"].to_numpy())
+            t = plan.place_host_visits(g["due_s"].to_numpy(), delay, window_start, window_end,
+                                       g["priority"].to_numpy(),
+                                       not_before=float(g["_blocked_s"].iloc[0]),
+                                       spread=bool(g["_limited"].iloc[0]))
             stamps = pd.to_datetime(np.round(t * 1e6).astype("int64"), unit="us", utc=True)
             if len(t) > 1:  # measured on the times as written
                 gaps = np.diff(np.sort(stamps.asi8)) / 1e6
@@ -64,6 +66,25 @@ def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_en
         out["min_gap_ratio"] = None if np.isinf(min_ratio) else min_ratio
         return pd.DataFrame([out])
     return write_group
+
+
+def with_host_limits(spark, cfg: Config, run_date: str, selected):
+    """Each row's host's Retry-After wait (``_blocked_s``, epoch seconds, NaN: none) and
+    whether it is under a served-rate limit (``_limited``: L < N), from the committed
+    hosts/dt=D allocate planned with (jobs.core.plan.place_host_visits uses them)."""
+    from pyspark.sql import functions as F
+
+    files = partitions.committed_files(cfg.paths.table("hosts", run_date), "hosts")
+    cols = [F.col("blocked_until").cast("double").alias("_blocked_s"),
+            (F.col("rate_limit") < F.col("nominal_cap")).alias("_limited")]
+    if files:
+        hosts = ingest.project(spark.read.parquet(*files), schemas.HOSTS).select("host", *cols)
+        selected = selected.join(hosts.dropDuplicates(["host"]), "host", "left")
+    else:
+        selected = selected.select("*", *[F.lit(None).cast(t).alias(c) for c, t in
+                                          (("_blocked_s", "double"), ("_limited", "boolean"))])
+    return (selected.withColumn("_blocked_s", F.coalesce("_blocked_s", F.lit(float("nan"))))
+            .withColumn("_limited", F.coalesce("_limited", F.lit(False))))
 
 
 def check_schedule(infos: list[dict], budget: int, due_total: int) -> None:
@@ -95,6 +116,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
                                               schedule_date(run_date))
     # Audit-sample visits keep lane ``audit``: update_state scores exactly the fetch-log rows
     # of that lane, and treats them as measurement-only.
+    selected = with_host_limits(spark, cfg, run_date, selected)
     n_shards = cfg.schedule.n_shards
     selected = selected.withColumn(
         "shard", F.pmod(F.crc32(F.col("host").cast("binary")), F.lit(n_shards)).cast("int"))

@@ -309,19 +309,13 @@ class SignalsConfig:
 
 @dataclass(frozen=True)
 class HealthConfig:
-    max_error_rate: float = _doc("Share of a host's fetches with status 0/5xx/429 above which its "
-                                 "cap_factor is cut.", default=0.05)
-    max_latency_ms: float = _doc("Mean response time above which the cap_factor is cut.",
-                                 default=2000.0)
-    decrease: float = _doc("Multiplicative decrease of cap_factor on a bad day (AIMD).",
-                           default=0.5)
-    increase: float = _doc("Additive increase of cap_factor on a good day (AIMD), up to 1.",
-                           default=0.1)
-    min_cap_factor: float = _doc("Floor of cap_factor.", default=0.05)
-    min_fetches: int = _doc("Fetches a host needs in a day before its health is judged.",
-                            default=5)
-    # The served-rate limit (jobs.core.host_health.next_rate_limit, issue 15) also reads
-    # max_error_rate, max_latency_ms and min_fetches above.
+    # The served-rate limit of each host (jobs.core.host_health.next_rate_limit, issue 15).
+    max_error_rate: float = _doc("Served-rate limit: share of a host's fetches with status "
+                                 "0/5xx/429 above which the day is bad.", default=0.05)
+    max_latency_ms: float = _doc("Served-rate limit: mean response time above which the day is "
+                                 "bad.", default=2000.0)
+    min_fetches: int = _doc("Fetches a host needs in a day before its health is judged (fewer "
+                            "when its limit is lower).", default=5)
     max_throttle_rate: float = _doc("Served-rate limit: share of a host's fetches answered 429 or "
                                     "503 above which the day is bad (0: any).", default=0.0)
     rate_decrease: float = _doc("Served-rate limit: after a bad day the next day's limit is this x "
@@ -482,10 +476,8 @@ def _validate_update_sections(c: Config) -> None:
             raise ConfigError(f"{key} must be in [0, 1]")
     if t.min_confirmations < 0 or g.min_scored < 0 or h.min_fetches < 0:
         raise ConfigError("trust.min_confirmations, signals.min_scored, health.min_fetches >= 0")
-    if not (0 < h.decrease < 1 and h.increase >= 0 and 0 < h.min_cap_factor <= 1
-            and h.max_latency_ms > 0):
-        raise ConfigError("need 0 < health.decrease < 1, health.increase >= 0, "
-                          "0 < health.min_cap_factor <= 1, health.max_latency_ms > 0")
+    if not h.max_latency_ms > 0:
+        raise ConfigError("need health.max_latency_ms > 0")
     _validate_rate_limit(h)
 
 

@@ -132,7 +132,7 @@ def _contract_columns(df, contract: schemas.Contract) -> list:
     return cols
 
 
-def _project(df, contract: schemas.Contract):
+def project(df, contract: schemas.Contract):
     """``df`` cast to the contract's types, columns in contract order; optional ones null."""
     return df.select(*_contract_columns(df, contract))
 
@@ -143,7 +143,7 @@ def _read(spark, contract: schemas.Contract, footers: list[schemas.Footer]):
     groups: dict[tuple, list[str]] = {}
     for f in footers:
         groups.setdefault(_physical_key(contract, f.schema), []).append(f.path)
-    frames = [_project(spark.read.parquet(*paths), contract) for paths in groups.values()]
+    frames = [project(spark.read.parquet(*paths), contract) for paths in groups.values()]
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
@@ -386,6 +386,26 @@ def read_host_policy(spark, cfg: Config):
         F.max("crawl_delay_s").alias("crawl_delay_s"),
         F.min("max_fetches_per_day").alias("max_fetches_per_day"))
     return clean, bad
+
+
+def with_politeness(cfg: Config, frame, policy):
+    """``frame`` (with ``host``) with its host's ``crawl_delay_s`` and ``max_fetches_per_day``
+    from ``policy`` (:func:`read_host_policy`'s clean rows, or None), and the
+    ``[politeness]`` defaults for hosts it does not list: what allocate caps a host by, and
+    what update_state judges its served-rate limit against."""
+    from pyspark.sql import functions as F
+
+    pol = cfg.politeness
+    if policy is not None:
+        frame = frame.join(policy, "host", "left")
+    else:
+        frame = (frame.withColumn("crawl_delay_s", F.lit(None).cast("double"))
+                 .withColumn("max_fetches_per_day", F.lit(None).cast("long")))
+    return (frame.withColumn("crawl_delay_s",
+                             F.coalesce("crawl_delay_s", F.lit(pol.default_crawl_delay_s)))
+            .withColumn("max_fetches_per_day",
+                        F.coalesce("max_fetches_per_day",
+                                   F.lit(pol.default_max_fetches_per_day).cast("long"))))
 
 
 def crawl_delay_figures(spark, cfg: Config) -> dict:

@@ -46,13 +46,6 @@ def update_params(cfg: Config) -> state_update.UpdateParams:
         half_life_days=cfg.estimation.half_life_days, level=cfg.estimation.level)
 
 
-def health_params(cfg: Config) -> host_health.HealthParams:
-    h = cfg.health
-    return host_health.HealthParams(
-        max_error_rate=h.max_error_rate, max_latency_ms=h.max_latency_ms, decrease=h.decrease,
-        increase=h.increase, min_cap_factor=h.min_cap_factor, min_fetches=h.min_fetches)
-
-
 def rate_limit_params(cfg: Config) -> host_health.RateLimitParams:
     h = cfg.health
     return host_health.RateLimitParams(
@@ -61,7 +54,8 @@ def rate_limit_params(cfg: Config) -> host_health.RateLimitParams:
         latency_min_rise_ms=h.latency_min_rise_ms,
         latency_half_life_days=h.latency_half_life_days, decrease=h.rate_decrease,
         return_step=h.rate_return_step, probe_step=h.rate_probe_step, floor=h.rate_floor,
-        min_utilisation=h.rate_min_utilisation, min_fetches=h.min_fetches)
+        min_utilisation=h.rate_min_utilisation, min_fetches=h.min_fetches,
+        max_retry_after_s=h.max_retry_after_s)
 
 
 def trust_params(cfg: Config) -> trust.TrustParams:
@@ -70,4 +64,4 @@ def trust_params(cfg: Config) -> trust.TrustParams:
         half_life_days=t.half_life_days, min_confirmations=t.min_confirmations,
         max_lie_share=t.max_lie_share, max_volatile_share=t.max_volatile_share,
         signal_half_life_days=s.half_life_days, signal_min_scored=s.min_scored,
-        signal_min_accuracy=s.min_accuracy, health=health_params(cfg))
+        signal_min_accuracy=s.min_accuracy, health=rate_limit_params(cfg))

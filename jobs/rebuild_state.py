@@ -54,7 +54,7 @@ from jobs.runlog import write_stage_record
 from jobs.spark_session import get_spark
 
 _LOG_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
-             "content_hash", "lane", "elapsed_ms"]
+             "content_hash", "lane", "elapsed_ms", "retry_after"]
 _SIG_COLS = ["url", "host", "signaled_at"]
 _SIG_DDL = "url string, host string, signaled_at timestamp, dt string"
 _QUARANTINE_SOURCES = ("fetch_logs", "importance", "signals")
@@ -216,7 +216,10 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     # plans below start from it.
     ddl, arrow_schema = _out_schema()
     n = F.lit(buckets(cfg, sum(log_rows.values()), spark.sparkContext.defaultParallelism))
-    out = (logs.select(*_LOG_COLS, "dt").withColumn("_b", F.pmod(F.xxhash64("host"), n))
+    # Every row carries its host's politeness (its served-rate limit is judged against it).
+    policy, _ = ingest.read_host_policy(spark, cfg)
+    rows = ingest.with_politeness(cfg, logs.select(*_LOG_COLS, "dt"), policy)
+    out = (rows.withColumn("_b", F.pmod(F.xxhash64("host"), n))
            .groupBy("_b")
            .cogroup(signals.withColumn("_b", F.pmod(F.xxhash64("host"), n)).groupBy("_b"))
            .applyInArrow(_replay_fn(cfg, days, arrow_schema), ddl)
@@ -241,13 +244,7 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     hosts = out.filter(kind == "hosts").select(
         *[F.col(f"h_{c}").alias(c) for c in schemas.HOSTS.names], F.col("_dt").alias("dt"))
     _write_hosts(cfg, days, hosts)
-    by_class: dict[str, dict] = {d: {} for d in days}
-    cut = dict.fromkeys(days, 0)
-    for r in hosts.groupBy("dt", "validator_class").agg(
-            F.count("*").alias("n"),
-            F.sum((F.col("cap_factor") < 1.0).cast("long")).alias("cut")).collect():
-        by_class[r["dt"]][r["validator_class"]] = int(r["n"])
-        cut[r["dt"]] += int(r["cut"] or 0)
+    host_figs = update_state.host_figures(hosts, "dt")
 
     # 4. Every day's quarantine: the reads' rows, and the stale rows the replay found.
     columns = ["dt", "source", "reason", "url", "row_json"]
@@ -275,8 +272,7 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
             **{f"quarantined_{s}": quarantined.get((d, s), 0) for s in _QUARANTINE_SOURCES},
             "urls_known": get("urls_known"), "urls_gone": get("urls_gone"),
             "urls_pending_signal": get("urls_pending_signal"),
-            "hosts_known": int(sum(by_class[d].values())), "hosts_by_class": by_class[d],
-            "hosts_cap_cut": cut[d],
+            **(host_figs.get(d) or update_state.no_host_figures()),
             **update_state._audit_figures(cfg, get("audit_n"), get("audit_fresh")),
         }
         write_stage_record(cfg, d, "update_state", record)

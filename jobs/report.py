@@ -114,6 +114,7 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
         "freshness": series, "forecast": dr.forecast_match(series),
         "lanes": dr.lane_budget(allocate.get("budget_cut") or {}),
         "flow": dr.due_planned_carried(dates, metrics),
+        "health": dr.host_health_series(dates, metrics),
         "hosts_at_cap": dr.hosts_at_cap(sums), "hosts_planned": int(len(sums)),
         "lambda": pd.DataFrame({"bin": dr.lambda_bin_labels(), "pages": lam_counts}),
         "quarantine": quarantine_frame(cfg, run_date),

@@ -251,6 +251,15 @@ def render(doc: dict) -> str:
         (table(cap.head(doc["top"]), headers={"host_cap": "cap (visits/day)",
                                               "visits": "candidate visits"}) if len(cap) else "")
         + (f"<p>… and {len(cap) - doc['top']} more.</p>" if len(cap) > doc["top"] else ""),
+        "<h2>Host health</h2>",
+        "<p>Hosts under a served-rate limit below their politeness cap, or kept out of part of "
+        "the next window by a Retry-After; the error rate (status 0, 5xx, 429) of each day's "
+        "fetches; the visits/day the limits took from the hosts' caps, which the budget gives "
+        "to healthy hosts.</p>",
+        table(doc["health"], {"hosts_limited": "{:,.0f}", "hosts_blocked": "{:,.0f}",
+                              "host_fetches": "{:,.0f}", "error_rate": "{:.2%}",
+                              "host_throttled": "{:,.0f}", "capacity_withheld": "{:,.0f}"},
+              headers={"host_throttled": "429/503", "capacity_withheld": "visits withheld"}),
         "<h2>Distribution of λ̂</h2>",
         bar_chart("Known pages by estimated change rate λ̂", lam["bin"],
                   [("pages", lam["pages"])], ylabel="pages", xlabel="λ̂ (changes/day)"),

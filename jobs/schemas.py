@@ -268,10 +268,25 @@ HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
     C("timeouts_today", "int", "status 0 (network error or timeout)"),
     C("errors_5xx_today", "int", "status 5xx"),
     C("throttled_429_today", "int", "status 429"),
+    C("throttled_today", "int", "status 429 or 503 (the host asked us to slow down)", True,
+      False),
     C("error_rate_today", "float", "(0 + 5xx + 429) / fetches", True),
     C("mean_latency_ms_today", "float", "mean elapsed_ms", True),
-    C("cap_factor", "float", "in (0, 1]: multiply the host's daily cap by it (AIMD on errors "
-                             "and latency, `[health]`)"),
+    C("nominal_cap", "float", "the politeness cap N (visits/day: crawl delay and "
+                              "max_fetches_per_day) the limit was judged against", True, False),
+    C("rate_limit", "float", "served-rate limit L (visits/day) for the next plan, learned from "
+                             "what the host served (jobs/core/host_health.py)", True, False),
+    C("served_ceiling", "float", "fetches the host served on its last bad day (null: none yet)",
+      True, False),
+    C("probe_step", "float", "the next additive step above the served ceiling (visits/day)",
+      True, False),
+    C("latency_baseline_ms", "float", "smoothed mean elapsed_ms of judged days", True, False),
+    C("health_verdict", "string", "bad, grown, untested or unjudged (the day's verdict)", True,
+      False),
+    C("blocked_until", "timestamp", "no fetch before this instant: the latest Retry-After of a "
+                                    "429/503 that reaches into the next window", True, False),
+    C("cap_factor", "float", "in [0, 1]: multiply the host's daily cap by it: L / N x the share "
+                             "of the next window it is not blocked for (`[health]`)"),
     C("urls_known", "int", "URLs of the host in state"),
     C("updated_dt", "date", "run date that wrote this row"),
 ))
@@ -391,6 +406,17 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
                                    "`politeness.min_crawl_delay_s`", True, False),
     C("crawl_delay_lowered", "int", "host_policy hosts whose crawl delay was lowered to "
                                     "`politeness.max_crawl_delay_s`", True, False),
+    C("hosts_limited", "int", "hosts under a served-rate limit below their politeness cap "
+                              "for the next plan (hosts.rate_limit < nominal_cap)", True, False),
+    C("hosts_blocked", "int", "hosts a Retry-After keeps out of part of the next window", True,
+      False),
+    C("host_fetches", "int", "fetch attempts in the day's logs", True, False),
+    C("host_errors", "int", "of which status 0, 5xx or 429 (error rate: host_errors / "
+                            "host_fetches)", True, False),
+    C("host_throttled", "int", "of which 429 or 503", True, False),
+    C("capacity_withheld", "int", "visits/day the health limits and waits take from the hosts' "
+                                  "politeness caps for the next plan (budget free for the "
+                                  "others)", True, False),
     C("config_json", "string", "the config that produced the run"),
 ))
 

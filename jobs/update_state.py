@@ -32,7 +32,8 @@ import pandas as pd  # noqa: E402
 from jobs import ingest, metrics, partitions, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
-from jobs.core import estimators_shrinkage, observations, state_update, trust  # noqa: E402
+from jobs.core import (estimators_shrinkage, host_health, observations, state_update,  # noqa: E402
+                       trust)
 from jobs.core.estimators_stats import STATS_COLUMNS  # noqa: E402
 from jobs.params import trust_params, update_params  # noqa: E402
 from jobs.paths import previous_day  # noqa: E402
@@ -205,7 +206,8 @@ def _read_prev(spark, cfg: Config, table: str, contract, run_date: str, bootstra
     schemas.check_files(contract, files)
     if not files:  # committed and empty (a day with no URLs yet): still a real input
         return spark.createDataFrame([], contract.spark_ddl())
-    return spark.read.parquet(*files).select(*contract.names)
+    # Optional columns a partition written before they existed lacks are read as null.
+    return ingest.project(spark.read.parquet(*files), contract)
 
 
 def check_bootstrap(cfg: Config, run_date: str) -> None:
@@ -313,6 +315,27 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     return record
 
 
+def _retry_after_waits(cfg: Config, logs):
+    """(host, blocked_until epoch seconds) of the hosts whose 429/503 rows sent a Retry-After
+    (:func:`jobs.core.host_health.blocked_until`, the header's full grammar); few rows."""
+    from pyspark.sql import functions as F
+
+    max_block_s = cfg.health.max_retry_after_s
+    st = F.col("status")
+    asked = (logs.filter(st.isin(*host_health.RETRY_AFTER_STATUSES)
+                         & F.col("retry_after").isNotNull())
+             .select("host", "status", "retry_after",
+                     F.col("fetched_at").cast("double").alias("received_s")))
+
+    def waits(pdf: pd.DataFrame) -> pd.DataFrame:
+        until = host_health.blocked_until(pdf["host"], pdf["status"], pdf["retry_after"],
+                                          pdf["received_s"], max_block_s=max_block_s)
+        return until.reset_index()
+
+    return (asked.groupBy(F.pmod(F.xxhash64("host"), F.lit(cfg.spark.state_buckets)))
+            .applyInPandas(waits, "host string, blocked_until double"))
+
+
 def _write_hosts(spark, cfg: Config, run_date: str, folded, logs, hosts_prev) -> dict:
     from pyspark.sql import functions as F
 
@@ -323,9 +346,15 @@ def _write_hosts(spark, cfg: Config, run_date: str, folded, logs, hosts_prev) ->
         F.count("*").alias("fetches"), F.sum((st == 0).cast("long")).alias("timeouts"),
         F.sum((st >= 500).cast("long")).alias("errors_5xx"),
         F.sum((st == 429).cast("long")).alias("throttled_429"),
+        F.sum(st.isin(429, 503).cast("long")).alias("throttled"),
         F.sum("elapsed_ms").cast("double").alias("latency_sum_ms"),
         F.count("elapsed_ms").alias("latency_n"))
     today = ev.join(health, "host", "full")
+    # The politeness the host's served-rate limit is judged against, as allocate reads it,
+    # and the latest wait its 429/503 responses asked for.
+    policy, _ = ingest.read_host_policy(spark, cfg)  # allocate quarantines its bad rows
+    today = ingest.with_politeness(cfg, today, policy).join(_retry_after_waits(cfg, logs),
+                                                            "host", "left")
     buckets = cfg.spark.state_buckets
     today = today.withColumn("_b", F.pmod(F.xxhash64("host"), F.lit(buckets)))
     prev = hosts_prev.withColumn("_b", F.pmod(F.xxhash64("host"), F.lit(buckets)))
@@ -336,12 +365,48 @@ def _write_hosts(spark, cfg: Config, run_date: str, folded, logs, hosts_prev) ->
     files = partitions.committed_files(path, "hosts")
     written = spark.read.parquet(*files) if files else spark.createDataFrame(
         [], schemas.HOSTS.spark_ddl())
-    rows = written.groupBy("validator_class").agg(
-        F.count("*").alias("n"), F.sum((F.col("cap_factor") < 1.0).cast("long")).alias("cut")
-    ).collect()  # one row per class
-    by_class = {r["validator_class"]: int(r["n"]) for r in rows}
-    return {"hosts_known": int(sum(by_class.values())), "hosts_by_class": by_class,
-            "hosts_cap_cut": int(sum(r["cut"] or 0 for r in rows))}
+    return host_figures(written).get(None) or no_host_figures()
+
+
+#: The run record's per-host figures (and the metrics columns among them, jobs.metrics).
+HOST_FIGURES = ("hosts_cap_cut", "hosts_limited", "hosts_blocked", "host_fetches",
+                "host_errors", "host_throttled", "capacity_withheld")
+
+
+def no_host_figures() -> dict:
+    """:func:`host_figures` of a day without hosts."""
+    return {"hosts_known": 0, "hosts_by_class": {}, **dict.fromkeys(HOST_FIGURES, 0)}
+
+
+def host_figures(hosts, day_col: str | None = None) -> dict:
+    """The run record's host figures of a hosts table, per value of ``day_col`` (None: one
+    key, None): ``hosts_known``, ``hosts_by_class`` and :data:`HOST_FIGURES` (hosts with a
+    cap cut, under a served-rate limit, blocked by a Retry-After; the day's fetches, errors
+    (0/5xx/429) and 429/503s; visits/day withheld from the hosts' politeness caps)."""
+    from pyspark.sql import functions as F
+
+    cap = F.col("nominal_cap")
+    kept = F.floor(cap * F.col("cap_factor") + F.lit(1e-9))
+    keys = ([day_col] if day_col else []) + ["validator_class"]
+    rows = hosts.groupBy(*keys).agg(
+        F.count("*").alias("n"),
+        F.sum((F.col("cap_factor") < 1.0).cast("long")).alias("hosts_cap_cut"),
+        F.sum((F.col("rate_limit") < cap).cast("long")).alias("hosts_limited"),
+        F.sum(F.col("blocked_until").isNotNull().cast("long")).alias("hosts_blocked"),
+        F.sum("fetches_today").alias("host_fetches"),
+        F.sum(F.col("timeouts_today") + F.col("errors_5xx_today") + F.col("throttled_429_today"))
+        .alias("host_errors"),
+        F.sum("throttled_today").alias("host_throttled"),
+        F.sum(F.when(cap.isNotNull(), cap - kept)).alias("capacity_withheld"),
+    ).collect()  # one row per (day and) class
+    out: dict = {}
+    for r in rows:
+        fig = out.setdefault(r[day_col] if day_col else None, no_host_figures())
+        fig["hosts_by_class"][r["validator_class"]] = int(r["n"])
+        fig["hosts_known"] += int(r["n"])
+        for c in HOST_FIGURES:
+            fig[c] += int(r[c] or 0)
+    return out
 
 
 def _audit_figures(cfg: Config, n: int, fresh: int) -> dict:

@@ -1,40 +1,67 @@
-"""Host health: the AIMD cap_factor (wired today) and the served-rate limit of issue 15."""
+"""Host health: the served-rate limit of issue 15 and the hosts table's health columns."""
 import numpy as np
 import pandas as pd
 import pytest
 
 from jobs.config import Config, ConfigError, load_config
-from jobs.core.host_health import (RATE_STATE_COLUMNS, blocked_until, capacity_under_limit,
-                                   next_cap_factor, next_rate_limit)
+from jobs.core.host_health import (HEALTH_COLUMNS, RATE_STATE_COLUMNS, blocked_until,
+                                   capacity_under_limit, health_frame, next_rate_limit)
 from jobs.params import rate_limit_params
 
-
-def test_aimd_cuts_multiplicatively_and_recovers_additively():
-    f = [np.nan]
-    days = [(100, 20, 0, 300.0)] * 3 + [(100, 0, 0, 300.0)] * 4
-    for n, err, thr, lat in days:
-        f.append(next_cap_factor([f[-1]], [n], [err], [thr], [lat])[0])
-    assert f[1:] == pytest.approx([0.5, 0.25, 0.125, 0.225, 0.325, 0.425, 0.525])
+WINDOW = 1_700_000_000.0  # the next plan's window start (epoch s)
+PARAMS = rate_limit_params(Config())   # the defaults the production rule runs with
 
 
-@pytest.mark.parametrize("n, err, thr, lat, expected", [
-    (100, 4, 0, 300.0, 0.9),        # 4 % errors: within the 5 % limit, +0.1
-    (100, 6, 0, 300.0, 0.4),        # 6 %: cut
-    (100, 0, 1, 300.0, 0.4),        # any 429: cut
-    (100, 0, 0, 2500.0, 0.4),       # slow: cut
-    (3, 3, 0, 300.0, 0.8),          # too few fetches to judge: unchanged
-    (100, 0, 0, np.nan, 0.9),       # unknown latency is not held against the host
-])
-def test_aimd_rules(n, err, thr, lat, expected):
-    assert next_cap_factor([0.8], [n], [err], [thr], [lat])[0] == pytest.approx(expected)
+def _counts(**counts):
+    row = {"fetches": 100, "timeouts": 0, "errors_5xx": 0, "throttled_429": 0, "throttled": 0,
+           "latency_sum_ms": 100 * 300.0, "latency_n": 100, "crawl_delay_s": 432.0,
+           "max_fetches_per_day": np.nan, "blocked_until": np.nan}  # N = 86400 / 432 = 200
+    row.update(counts)
+    return pd.DataFrame([row], index=pd.Index(["h"], name="host"))
 
 
-def test_floor():
-    assert next_cap_factor([0.06], [10], [10], [0], [1.0], min_cap_factor=0.05)[0] == 0.05
+def _none():
+    return pd.DataFrame([{c: np.nan for c in HEALTH_COLUMNS}], index=pd.Index(["h"], name="host"))
+
+
+def test_health_frame_counts_the_day_and_starts_a_new_host_at_its_nominal_cap():
+    out = health_frame(_counts(timeouts=1, errors_5xx=2, throttled_429=1, throttled=3), _none(),
+                       PARAMS, WINDOW)
+    assert list(out.columns) == list(HEALTH_COLUMNS)
+    row = out.iloc[0]
+    assert (row.fetches_today, row.timeouts_today, row.errors_5xx_today,
+            row.throttled_429_today, row.throttled_today) == (100, 1, 2, 1, 3)
+    assert row.error_rate_today == pytest.approx(0.04) and row.mean_latency_ms_today == 300.0
+    # any 429/503 is a bad day: the limit falls to 0.9 x the 96 fetches served
+    assert row.health_verdict == "bad" and row.rate_limit == pytest.approx(0.9 * 96)
+    assert row.cap_factor == pytest.approx(0.9 * 96 / 200)
+
+
+def test_a_healthy_day_keeps_the_full_cap_and_a_host_unseen_today_keeps_its_limit():
+    out = health_frame(_counts(), _none(), PARAMS, WINDOW).iloc[0]
+    assert out.health_verdict == "untested" and out.rate_limit == 200 and out.cap_factor == 1
+    prev = health_frame(_counts(errors_5xx=50, throttled=50), _none(), PARAMS, WINDOW)
+    quiet = _counts(fetches=0, latency_sum_ms=0.0, latency_n=0, crawl_delay_s=np.nan)
+    kept = health_frame(quiet, prev, PARAMS, WINDOW + 86400).iloc[0]
+    assert kept.nominal_cap == 200 and kept.health_verdict == "unjudged"
+    assert kept.rate_limit == prev.iloc[0].rate_limit == pytest.approx(45.0)
+    assert kept.cap_factor == pytest.approx(45.0 / 200)
+
+
+def test_retry_after_blocks_the_share_of_the_window_it_covers():
+    out = health_frame(_counts(blocked_until=WINDOW + 6 * 3600), _none(), PARAMS, WINDOW).iloc[0]
+    assert out.blocked_until == WINDOW + 6 * 3600
+    assert out.cap_factor == pytest.approx(1.0 * 0.75)  # 6 of 24 hours blocked
+    # a wait that ends before the window does not reach it, and is forgotten
+    gone = health_frame(_counts(blocked_until=WINDOW - 1), _none(), PARAMS, WINDOW).iloc[0]
+    assert np.isnan(gone.blocked_until) and gone.cap_factor == 1.0
+    # yesterday's longer wait still counts today
+    prev = health_frame(_counts(blocked_until=WINDOW + 2 * 86400), _none(), PARAMS, WINDOW)
+    again = health_frame(_counts(), prev, PARAMS, WINDOW + 86400).iloc[0]
+    assert again.blocked_until == WINDOW + 2 * 86400 and again.cap_factor == 0.0
 
 
 # -- served-rate limit (issue 15) ---------------------------------------------------------
-PARAMS = rate_limit_params(Config())   # the defaults the production rule runs with
 N = 200                                # nominal cap: crawl delay 432 s
 
 

@@ -233,3 +233,24 @@ def test_resumed_rhythm_matches_the_planned_rates_on_average():
     due = len(plan.due_visits(pages, W0, W1))
     assert abs(due - rate.sum()) < 0.05 * rate.sum()
     assert len(plan.due_visits(pages, W0, W1, resume_rhythm=False)) > 1.3 * rate.sum()
+
+
+def test_a_limited_host_is_spread_over_the_window_and_a_blocked_one_starts_after_its_wait():
+    due = np.full(12, W0)  # all overdue: placed near their due time they would crowd 00:00
+    near = plan.place_host_visits(due, 10.0, W0, W1)
+    assert near.max() - W0 < 12 * 10.0 + 1e-6
+    spread = np.sort(plan.place_host_visits(due, 10.0, W0, W1, spread=True))
+    gaps = np.diff(spread)
+    assert gaps.min() >= 86400 / 12 - 1e-3 and spread[-1] <= W1 - 86400 / 12 + 1e-3
+    # Retry-After until 06:00: nothing before it, spread over the 18 hours left
+    wait = W0 + 6 * 3600 + 0.3
+    blocked = np.sort(plan.place_host_visits(due, 10.0, W0, W1, not_before=wait, spread=True))
+    assert blocked[0] >= wait and blocked[-1] < W1
+    assert np.diff(blocked).min() >= (W1 - wait) / 12 - 1e-3
+    # a full host still fits exactly, spread or not, with whole-microsecond times
+    n = plan.host_cap(7.0)
+    full = plan.place_host_visits(np.full(int(n), W0), 7.0, W0, W1, spread=True)
+    assert np.diff(np.sort(full)).min() >= 7.0 - 1e-9 and full.max() <= W1 - 7.0
+    np.testing.assert_array_equal(full * 1e6, np.round(full * 1e6))
+    # a wait past the window leaves no room: the allocator gave the host no visits
+    assert len(plan.place_host_visits(np.array([]), 10.0, W0, W1, not_before=W1 + 5)) == 0

@@ -99,10 +99,12 @@ def _daily(logs, signals, up, tp):
         ev["urls_known"] = folded.groupby("host").size()
         st = clean["status"]
         health = clean.assign(fetches=1, timeouts=st == 0, errors_5xx=st >= 500,
-                              throttled_429=st == 429, latency_n=clean["elapsed_ms"].notna()
+                              throttled_429=st == 429, throttled=st.isin([429, 503]),
+                              latency_n=clean["elapsed_ms"].notna()
                               ).groupby("host").agg(
             fetches=("fetches", "sum"), timeouts=("timeouts", "sum"),
             errors_5xx=("errors_5xx", "sum"), throttled_429=("throttled_429", "sum"),
+            throttled=("throttled", "sum"),
             latency_sum_ms=("elapsed_ms", lambda x: x.sum(min_count=1)),
             latency_n=("latency_n", "sum"))
         today = ev.join(health, how="outer").rename_axis("host").reset_index()
@@ -209,3 +211,33 @@ def test_rebuild_buckets_follow_the_log_rows_with_one_per_core_at_least():
     assert rebuild_state.buckets(cfg, log_rows=500, cores=2) == 2
     assert rebuild_state.buckets(cfg, log_rows=10_001, cores=2) == 11
     assert rebuild_state.buckets(cfg, log_rows=0, cores=0) == 1
+
+
+def test_host_today_counts_throttles_politeness_and_the_retry_after_wait():
+    t0 = pd.Timestamp("2026-11-02 10:00", tz="UTC")
+    logs = pd.DataFrame({
+        "url": [f"https://a.example/{i}" for i in range(4)] + ["https://b.example/x"],
+        "host": ["a.example"] * 4 + ["b.example"],
+        "fetched_at": [t0, t0 + pd.Timedelta(1, "h"), t0 + pd.Timedelta(2, "h"),
+                       t0 + pd.Timedelta(3, "h"), t0],
+        "status": [200, 503, 429, 429, 200], "elapsed_ms": [100.0, 50.0, 20.0, np.nan, 80.0],
+        "retry_after": [None, None, "3600", "Mon, 02 Nov 2026 12:30:00 GMT", "60"],
+        "crawl_delay_s": [432.0] * 4 + [10.0], "max_fetches_per_day": [np.nan] * 4 + [50.0]})
+    folded = state_update.empty_state().assign(**{c: [] for c in observations.EVIDENCE_COLUMNS})
+    today = replay.host_today(folded, logs, max_block_s=86400.0).set_index("host")
+    a, b = today.loc["a.example"], today.loc["b.example"]
+    assert (a.fetches, a.throttled_429, a.throttled, a.errors_5xx) == (4, 2, 3, 1)
+    assert a.latency_sum_ms == 170.0 and a.latency_n == 3
+    assert (a.crawl_delay_s, b.crawl_delay_s, b.max_fetches_per_day) == (432.0, 10.0, 50.0)
+    # 12:00 + 3600 s = 13:00 beats the HTTP date 12:30; b's 200 asked for no wait
+    assert a.blocked_until == (t0 + pd.Timedelta(3, "h")).timestamp()
+    assert np.isnan(b.blocked_until)
+    hosts = trust.update_hosts(pd.DataFrame(columns=list(trust.HOST_COLUMNS)),
+                               today.reset_index(), "2026-11-02",
+                               trust_params(load_config(None, []))).set_index("host")
+    assert hosts.loc["a.example", "nominal_cap"] == 200  # 86400 / 432
+    assert hosts.loc["b.example", "nominal_cap"] == 50   # its max_fetches_per_day
+    # 4 fetches: fewer than health.min_fetches (5), so not judged; a new host starts at N
+    assert hosts.loc["a.example", "health_verdict"] == "unjudged"
+    assert hosts.loc["a.example", "rate_limit"] == 200
+    assert pd.isna(hosts.loc["a.example", "blocked_until"])  # ends before the next window

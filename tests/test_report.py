@@ -70,6 +70,19 @@ def test_freshness_series_pairs_each_audit_with_the_previous_runs_forecast():
     assert dr.forecast_match(s.iloc[:1])["mean_abs_error"] is None  # no pair: None, not 0
 
 
+def test_host_health_series_gives_the_error_rate_and_leaves_unknown_days_nan():
+    m = {DAYS[0]: "metrics/dt=2026-11-27: missing",
+         DAYS[1]: _metrics(DAYS[1], hosts_limited=3, hosts_blocked=1, host_fetches=200,
+                           host_errors=50, host_throttled=40, capacity_withheld=900),
+         DAYS[2]: _metrics(DAYS[2], host_fetches=0, host_errors=0)}
+    h = dr.host_health_series(DAYS, m).set_index("dt")
+    assert np.isnan(h.loc[DAYS[0]]).all()
+    assert h.loc[DAYS[1]].to_dict() == {"hosts_limited": 3, "hosts_blocked": 1,
+                                        "host_fetches": 200, "error_rate": 0.25,
+                                        "host_throttled": 40, "capacity_withheld": 900}
+    assert np.isnan(h.loc[DAYS[2], "error_rate"])  # no fetches: no rate, not 0
+
+
 def test_lane_budget_counts_unused_budget_per_lane_and_in_total():
     cut = {"refresh": {"budget": 100, "candidates": 60, "selected": 60},
            "fast": {"budget": 20, "candidates": 50, "selected": 20},
@@ -135,6 +148,7 @@ def _doc(**over):
            "lanes": dr.lane_budget({"refresh": {"budget": 30, "candidates": 20, "selected": 20},
                                     HOSTILE: {"budget": 10, "candidates": 9, "selected": 9}}),
            "flow": dr.due_planned_carried(DAYS, metrics), "hosts_at_cap": dr.hosts_at_cap(sums),
+           "health": dr.host_health_series(DAYS, metrics),
            "hosts_planned": len(sums),
            "lambda": pd.DataFrame({"bin": dr.lambda_bin_labels(),
                                    "pages": dr.lambda_counts(plan["lambda_hat"], plan["lane"])}),
@@ -198,7 +212,7 @@ def test_empty_sections_say_so_instead_of_drawing_an_empty_table():
     assert "0 of 3 planned hosts are at their daily cap." in page
     assert "No known page with a positive importance in plan/dt=2026-11-29." in page
     assert "No input row was quarantined on 2026-11-29." in page
-    assert page.count("<table>") == 3  # freshness, lanes, due/planned/carried
+    assert page.count("<table>") == 4  # freshness, lanes, due/planned/carried, host health
 
 
 # --- reads of committed partitions (no Spark) --------------------------------------------
@@ -350,7 +364,7 @@ def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
         assert len(svgs[0].find_elements(By.CSS_SELECTOR, "circle")) >= 2  # audited days
         box = driver.find_element(By.CSS_SELECTOR, ".missing")
         assert box.is_displayed() and "Missing inputs" in box.text
-        tables = 4 + (len(doc["hosts_at_cap"]) > 0) + (len(doc["quarantine"]) > 0)
+        tables = 5 + (len(doc["hosts_at_cap"]) > 0) + (len(doc["quarantine"]) > 0)
         assert len(driver.find_elements(By.TAG_NAME, "table")) == tables
         assert driver.find_elements(By.TAG_NAME, "script") == []
         height = driver.execute_script("return document.documentElement.scrollHeight")

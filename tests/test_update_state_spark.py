@@ -113,13 +113,24 @@ def test_signals_are_scored_trusted_and_set_pending(three_days):
     assert "https://unknown.example/z" not in read("state", D2).url.tolist()
 
 
-def test_health_cap_factor_is_cut_then_recovers(three_days):
+def test_served_rate_limit_is_cut_then_probes_back_up(three_days):
+    """e.example answers 503 to all 4 fetches of day 2 and serves all 3 of day 3; its
+    politeness cap is the default delay's 86400 / 10 = 8640 a day (jobs.core.host_health)."""
     read = three_days["read"]
     e2 = read("hosts", D2).set_index("host").loc["e.example"]
-    assert e2.fetches_today == 4 and e2.errors_5xx_today == 4 and e2.cap_factor == 0.5
+    assert (e2.fetches_today, e2.errors_5xx_today, e2.throttled_today) == (4, 4, 4)
+    assert e2.nominal_cap == 8640 and e2.health_verdict == "bad"
+    assert e2.rate_limit == 1.0 and e2.served_ceiling == 0  # 0.9 x 0 served, the floor
+    assert e2.cap_factor == pytest.approx(1 / 8640)
     e3 = read("hosts", D3).set_index("host").loc["e.example"]
-    assert e3.errors_5xx_today == 0 and e3.cap_factor == pytest.approx(0.6)
-    assert read("hosts", D3).set_index("host").loc["a.example", "cap_factor"] == 1.0
+    assert e3.errors_5xx_today == 0 and e3.health_verdict == "grown"
+    assert e3.rate_limit == pytest.approx(1 + 0.02 * 8640)  # first probe above the ceiling
+    assert e3.cap_factor == pytest.approx(e3.rate_limit / 8640)
+    a3 = read("hosts", D3).set_index("host").loc["a.example"]
+    assert a3.cap_factor == 1.0 and a3.rate_limit == a3.nominal_cap == 8640
+    rec = three_days["records"][D2]
+    assert rec["hosts_limited"] >= 1 and rec["host_throttled"] == 4
+    assert rec["capacity_withheld"] >= 8640 - 1
 
 
 def test_audit_freshness_in_run_record(three_days):

@@ -93,6 +93,28 @@ def due_planned_carried(days: list[str], metrics: dict) -> pd.DataFrame:
     return out.astype({c: float for c in ("due", "planned", "carried_over")})
 
 
+HOST_HEALTH_COLUMNS = ("dt", "hosts_limited", "hosts_blocked", "host_fetches", "error_rate",
+                       "host_throttled", "capacity_withheld")
+
+
+def host_health_series(days: list[str], metrics: dict) -> pd.DataFrame:
+    """Per day: hosts under a served-rate limit and blocked by a Retry-After for the next plan,
+    the day's fetches, their error rate (status 0/5xx/429) and 429/503s, and the visits/day
+    the limits withheld from the hosts' caps (free for the others). NaN on a day without
+    metrics or from before these columns existed."""
+    rows = []
+    for d in days:
+        m = metrics.get(d) if isinstance(metrics.get(d), dict) else {}
+        fetches, errors = m.get("host_fetches"), m.get("host_errors")
+        rate = errors / fetches if fetches and errors is not None else None
+        rows.append({"dt": d, "hosts_limited": m.get("hosts_limited"),
+                     "hosts_blocked": m.get("hosts_blocked"), "host_fetches": fetches,
+                     "error_rate": rate, "host_throttled": m.get("host_throttled"),
+                     "capacity_withheld": m.get("capacity_withheld")})
+    out = pd.DataFrame(rows, columns=list(HOST_HEALTH_COLUMNS))
+    return out.astype({c: float for c in HOST_HEALTH_COLUMNS[1:]})
+
+
 def host_sums(plan: pd.DataFrame) -> pd.DataFrame:
     """One batch of ``plan`` rows reduced per host (:data:`HOST_SUM_COLUMNS`): pages,
     importance, stale weight Σ importance·p_stale_now, candidate visits, whether the cap binds

@@ -1,25 +1,12 @@
-"""Per-host health: the AIMD ``cap_factor`` the allocator multiplies a host's cap by (wired
-today), and the served-rate limit in visits/day meant to replace it (issue 15, below).
+"""Per-host health: the served-rate limit in visits/day that bounds a host's daily cap, and
+the Retry-After waits its 429/503 responses ask for.
 
-Rule (additive increase, multiplicative decrease — Jacobson, "Congestion avoidance and
-control", SIGCOMM 1988; the same shape as Googlebot's crawl-rate limit, which backs off
-when a server answers slowly or with errors and creeps back up when it recovers):
+:func:`health_frame` turns a day's per-host log counts into the hosts table's health columns;
+the allocator multiplies a host's politeness cap N by ``cap_factor`` = L / N × the share of the
+next window the host is not blocked for.
 
-.. math::
-
-    f_{D} = \\begin{cases}
-      \\max(f_{min},\\ \\beta f_{D-1}) & \\text{bad day: error share} > e_{max}
-          \\text{ or mean latency} > L_{max} \\text{ or any 429} \\\\
-      \\min(1,\\ f_{D-1} + \\alpha) & \\text{good day} \\\\
-      f_{D-1} & \\text{fewer than } n_{min} \\text{ fetches (no verdict)}
-    \\end{cases}
-
-with ``f`` starting at 1, error share = (status 0 + 5xx + 429) / fetches, β =
-``health.decrease``, α = ``health.increase``. A host that keeps failing is cut
-geometrically (0.5, 0.25, … down to ``f_min``) and needs (1 − f)/α good days to recover.
-
-Served-rate limit (issue 15, :func:`next_rate_limit`; to replace ``cap_factor``)
---------------------------------------------------------------------------------
+Served-rate limit (issue 15, :func:`next_rate_limit`)
+-----------------------------------------------------
 A fraction of the nominal cap cannot follow a host that silently serves a daily quota Q far
 below it (0.05 × nominal may still exceed Q). The limit ``L`` is therefore in visits/day and
 learned from what the host *served*. Per host, with nominal politeness cap ``N`` (crawl delay
@@ -81,76 +68,85 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import http_fields
+from jobs.core.plan import host_cap
 
+#: The hosts table's health columns (jobs.schemas.HOSTS), in order.
 HEALTH_COLUMNS = ("fetches_today", "timeouts_today", "errors_5xx_today", "throttled_429_today",
-                  "error_rate_today", "mean_latency_ms_today", "cap_factor")
+                  "throttled_today", "error_rate_today", "mean_latency_ms_today", "nominal_cap",
+                  "rate_limit", "served_ceiling", "probe_step", "latency_baseline_ms",
+                  "health_verdict", "blocked_until", "cap_factor")
+#: Today's per-host counts :func:`health_frame` reads (missing counts are 0).
+COUNT_COLUMNS = ("fetches", "timeouts", "errors_5xx", "throttled_429", "throttled",
+                 "latency_sum_ms", "latency_n")
 
 
-def next_cap_factor(prev, fetches, errors, throttled, mean_latency_ms, *, max_error_rate=0.05,
-                    max_latency_ms=2000.0, decrease=0.5, increase=0.1, min_cap_factor=0.05,
-                    min_fetches=5) -> np.ndarray:
-    """One AIMD step of the cap factor per host (see the module docstring).
+def health_frame(today: pd.DataFrame, prev: pd.DataFrame, params: "RateLimitParams",
+                 window_start_s: float, window_s: float = 86400.0) -> pd.DataFrame:
+    """Tomorrow's health columns (:data:`HEALTH_COLUMNS`) per host.
 
     Parameters
     ----------
-    prev : array_like
-        Yesterday's factor (NaN for a new host: starts at 1).
-    fetches, errors, throttled : array_like
-        Today's fetch attempts, those with status 0/5xx/429, and those with 429.
-    mean_latency_ms : array_like
-        Mean response time today (NaN if unknown: not judged on latency).
+    today : DataFrame
+        Per host: :data:`COUNT_COLUMNS` from today's logs (NaN: none), ``crawl_delay_s`` and
+        ``max_fetches_per_day`` (the host's politeness, as the allocator reads it; NaN delay:
+        yesterday's nominal cap is kept), from which the politeness cap N (visits/day,
+        :func:`jobs.core.plan.host_cap`), and ``blocked_until`` (epoch seconds of the latest
+        wait a 429/503 asked for today, NaN: none; :func:`blocked_until`).
+    prev : DataFrame
+        Yesterday's hosts rows on the same index (NaN rows for a new host).
+    params : RateLimitParams
+    window_start_s, window_s : float
+        The window the next plan fills (``[D+1 00:00, +1 day)`` for run date D).
+
+    Returns
+    -------
+    DataFrame
+        :data:`HEALTH_COLUMNS` on ``today``'s index. ``cap_factor`` is what the allocator
+        multiplies N by: the served-rate limit as a share of N (:func:`next_rate_limit`),
+        times the share of the window the host is not blocked for (its Retry-After), so the
+        budget a struggling host cannot use goes to the others the same day.
     """
-    f = np.nan_to_num(np.asarray(prev, float), nan=1.0)
-    n = np.asarray(fetches, float)
-    err = np.asarray(errors, float)
+    counts = {c: np.clip(np.nan_to_num(_col(today, c), nan=0.0), 0, None) for c in COUNT_COLUMNS}
+    fetches = counts["fetches"]
+    errors = np.minimum(counts["timeouts"] + counts["errors_5xx"] + counts["throttled_429"],
+                        fetches)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(n > 0, err / n, 0.0)
-    lat = np.asarray(mean_latency_ms, float)
-    bad = (rate > max_error_rate) | (np.nan_to_num(lat, nan=0.0) > max_latency_ms) \
-        | (np.asarray(throttled, float) > 0)
-    judged = n >= max(min_fetches, 1)
-    stepped = np.where(bad, np.maximum(min_cap_factor, decrease * f), np.minimum(1.0, f + increase))
-    return np.where(judged, stepped, f)
-
-
-@dataclass(frozen=True)
-class HealthParams:
-    """The AIMD rule's parameters (``[health]``; built by :func:`jobs.params.health_params`,
-    defaults only in ``jobs.config``)."""
-
-    max_error_rate: float
-    max_latency_ms: float
-    decrease: float
-    increase: float
-    min_cap_factor: float
-    min_fetches: int
-
-
-def health_frame(today: pd.DataFrame, prev_cap, params: HealthParams) -> pd.DataFrame:
-    """Today's health columns per host from aggregated log counts.
-
-    ``today`` has ``fetches``, ``timeouts``, ``errors_5xx``, ``throttled_429`` and
-    ``latency_sum_ms``/``latency_n``.
-    """
-    fetches = today["fetches"].fillna(0).to_numpy(float)
-    errors = (today["timeouts"].fillna(0) + today["errors_5xx"].fillna(0)
-              + today["throttled_429"].fillna(0)).to_numpy(float)
-    lat_n = today["latency_n"].fillna(0).to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lat = np.where(lat_n > 0, today["latency_sum_ms"].fillna(0).to_numpy(float) / lat_n, np.nan)
+        lat = np.where(counts["latency_n"] > 0, counts["latency_sum_ms"] / counts["latency_n"],
+                       np.nan)
         rate = np.where(fetches > 0, errors / fetches, np.nan)
-    cap = next_cap_factor(prev_cap, fetches, errors, today["throttled_429"].fillna(0), lat,
-                          max_error_rate=params.max_error_rate,
-                          max_latency_ms=params.max_latency_ms, decrease=params.decrease,
-                          increase=params.increase, min_cap_factor=params.min_cap_factor,
-                          min_fetches=params.min_fetches)
-    return pd.DataFrame({
+    delay = _col(today, "crawl_delay_s")
+    nominal = np.full(len(today), np.nan)
+    has_policy = np.isfinite(delay) & (delay > 0)
+    if has_policy.any():  # the allocator's own cap arithmetic (one rule)
+        nominal[has_policy] = host_cap(delay[has_policy],
+                                       _col(today, "max_fetches_per_day")[has_policy])
+    nominal = np.where(np.isfinite(nominal), nominal, _col(prev, "nominal_cap"))
+    seen = np.isfinite(nominal)
+    limits = next_rate_limit(prev.loc[seen], pd.DataFrame(
+        {"fetches": fetches[seen], "errors": errors[seen],
+         "throttled": np.minimum(counts["throttled"], fetches)[seen],
+         "mean_latency_ms": lat[seen]}, index=today.index[seen]), nominal[seen], params)
+    out = pd.DataFrame({
         "fetches_today": fetches.astype(np.int64),
-        "timeouts_today": today["timeouts"].fillna(0).to_numpy(np.int64),
-        "errors_5xx_today": today["errors_5xx"].fillna(0).to_numpy(np.int64),
-        "throttled_429_today": today["throttled_429"].fillna(0).to_numpy(np.int64),
-        "error_rate_today": rate, "mean_latency_ms_today": lat, "cap_factor": cap,
+        "timeouts_today": counts["timeouts"].astype(np.int64),
+        "errors_5xx_today": counts["errors_5xx"].astype(np.int64),
+        "throttled_429_today": counts["throttled_429"].astype(np.int64),
+        "throttled_today": counts["throttled"].astype(np.int64),
+        "error_rate_today": rate, "mean_latency_ms_today": lat, "nominal_cap": nominal,
     }, index=today.index)
+    out = out.join(limits)  # a host with no nominal cap yet has no limit (NaN)
+    out["health_verdict"] = out["health_verdict"].fillna("unjudged")
+    # The latest wait asked, yesterday's or today's, while it reaches into the window.
+    until = np.fmax(_col(prev, "blocked_until"), _col(today, "blocked_until"))
+    out["blocked_until"] = np.where(until > window_start_s, until, np.nan)
+    limit = out["rate_limit"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(nominal > 0, np.clip(limit / nominal, 0.0, 1.0), 1.0)
+    share = np.where(np.isfinite(share), share, 1.0)
+    blocked = np.nan_to_num((out["blocked_until"].to_numpy(float) - window_start_s) / window_s,
+                            nan=0.0)
+    out["cap_factor"] = share * (1.0 - np.clip(blocked, 0.0, 1.0))
+    return out[list(HEALTH_COLUMNS)]
 
 
 # -- served-rate limit (issue 15) -------------------------------------------------------------
@@ -179,6 +175,7 @@ class RateLimitParams:
     floor: float                  # L_floor, visits/day
     min_utilisation: float        # a day tests the limit when fetches >= this x L
     min_fetches: int
+    max_retry_after_s: float = 2 * 86400.0  # longest wait one Retry-After may impose
 
 
 def _col(frame: pd.DataFrame, name: str) -> np.ndarray:

@@ -170,6 +170,30 @@ def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end:
     return out / 1e6
 
 
+def place_host_visits(due_s, crawl_delay_s: float, window_start: float, window_end: float,
+                      priority=None, *, not_before: float = float("nan"),
+                      spread: bool = False) -> np.ndarray:
+    """:func:`place_in_slots` for one host under its health (issue 15).
+
+    ``not_before`` (epoch seconds, NaN: none) is the host's Retry-After wait: no visit
+    before it (the allocator gave the host only the share of the window after it, so the
+    visits fit). ``spread`` (a host under a served-rate limit) spaces the visits evenly over
+    what is left of the window, ``max(crawl delay, window / n)`` apart, instead of near their
+    due times: a struggling host must not get its day's visits in its first hours.
+    """
+    start = window_start
+    if np.isfinite(not_before) and not_before > window_start:
+        start = min(np.ceil(not_before * 1e6) / 1e6, window_end)
+    n = len(np.asarray(due_s))
+    delay = float(crawl_delay_s)
+    if spread and n:
+        # whole microseconds, one under the even share, so the rounding up in _delay_us
+        # can never make n slots overflow the window
+        even_us = (int(round(window_end * 1e6)) - int(round(start * 1e6))) // n - 1
+        delay = max(delay, even_us / 1e6)
+    return place_in_slots(due_s, delay, start, window_end, priority)
+
+
 def _delay_us(crawl_delay_s) -> int:
     """The crawl delay in whole microseconds, rounded up, at least 1 (as ``host_cap``)."""
     return max(int(np.ceil(float(crawl_delay_s) * 1e6 - 1e-6)), 1)

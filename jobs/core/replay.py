@@ -37,15 +37,17 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from jobs.core import observations, state_update, trust
+from jobs.core import host_health, observations, state_update, trust
 from jobs.core.state_update import UpdateParams
 from jobs.core.trust import TrustParams
 
 EVIDENCE = list(observations.EVIDENCE_COLUMNS)
 TRUST_FLAGS = ("trust_etag", "trust_lm", "signal_trusted")
 #: Per-host log counts of a day (``update_state``'s health aggregate; jobs.core.host_health).
-HEALTH_SUMS = ("fetches", "timeouts", "errors_5xx", "throttled_429", "latency_sum_ms",
-               "latency_n")
+HEALTH_SUMS = ("fetches", "timeouts", "errors_5xx", "throttled_429", "throttled",
+               "latency_sum_ms", "latency_n")
+#: Per-host politeness carried by every log row (``rebuild_state`` joins host_policy in).
+POLITENESS = ("crawl_delay_s", "max_fetches_per_day")
 #: Per-day figures of the bucket, summed over buckets into each day's run record.
 FIGURES = ("urls_known", "urls_gone", "urls_pending_signal", "audit_n", "audit_fresh",
            "stale_rows")
@@ -116,11 +118,14 @@ def with_trust(rows: pd.DataFrame, hosts: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def host_today(folded: pd.DataFrame, logs: pd.DataFrame) -> pd.DataFrame:
+def host_today(folded: pd.DataFrame, logs: pd.DataFrame, max_block_s: float) -> pd.DataFrame:
     """One row per host seen today, as ``update_state`` sums them for
     :func:`jobs.core.trust.update_hosts`: the folded rows' evidence sums (float) and
     ``urls_known``, outer-joined with the health counts of the day's clean logs
-    (:data:`HEALTH_SUMS`). A host with only one side has NaN in the other's columns."""
+    (:data:`HEALTH_SUMS`), the host's politeness (:data:`POLITENESS`, from its rows) and the
+    latest Retry-After wait its 429/503 rows asked for (``blocked_until``, epoch seconds,
+    :func:`jobs.core.host_health.blocked_until`). A host with only one side has NaN in the
+    other's columns."""
     ev = folded.groupby("host", sort=True)[EVIDENCE].sum().astype(float)
     ev["urls_known"] = folded.groupby("host", sort=True).size().astype(np.int64)
     st = pd.to_numeric(logs["status"]).to_numpy(dtype=float)
@@ -129,13 +134,27 @@ def host_today(folded: pd.DataFrame, logs: pd.DataFrame) -> pd.DataFrame:
     counts = pd.DataFrame({
         "host": logs["host"].to_numpy(dtype=object), "fetches": np.ones(len(logs), np.int64),
         "timeouts": (st == 0).astype(np.int64), "errors_5xx": (st >= 500).astype(np.int64),
-        "throttled_429": (st == 429).astype(np.int64), "latency_sum_ms": elapsed,
+        "throttled_429": (st == 429).astype(np.int64),
+        "throttled": ((st == 429) | (st == 503)).astype(np.int64), "latency_sum_ms": elapsed,
         "latency_n": (~np.isnan(elapsed)).astype(np.int64)})
+    for c in POLITENESS:
+        counts[c] = (pd.to_numeric(logs[c]).to_numpy(dtype=float) if c in logs
+                     else np.full(len(logs), np.nan))
     by_host = counts.groupby("host", sort=True)
-    health = by_host[["fetches", "timeouts", "errors_5xx", "throttled_429", "latency_n"]].sum()
+    health = by_host[[c for c in HEALTH_SUMS if c != "latency_sum_ms"]].sum()
     health["latency_sum_ms"] = by_host["latency_sum_ms"].sum(min_count=1)  # all null: null
-    today = ev.join(health[list(HEALTH_SUMS)], how="outer")
+    health = health.join(by_host[list(POLITENESS)].first())
+    if "retry_after" in logs and len(logs):
+        health = health.join(host_health.blocked_until(
+            logs["host"].to_numpy(dtype=object), st, logs["retry_after"].to_numpy(dtype=object),
+            _epoch_s(logs["fetched_at"]), max_block_s=max_block_s))
+    today = ev.join(health[[c for c in health.columns]], how="outer")
     return today.rename_axis("host").reset_index()
+
+
+def _epoch_s(stamps: pd.Series) -> np.ndarray:
+    values = pd.to_datetime(stamps, utc=True)
+    return np.where(values.isna(), np.nan, values.astype("int64") / 1e9)
 
 
 def _figures(day: str, folded: pd.DataFrame, stale_rows: int) -> dict:
@@ -194,7 +213,7 @@ def replay(logs: pd.DataFrame, signals: Optional[pd.DataFrame], days: Sequence[s
                 signals=None if sig is None else with_trust(sig, hosts), estimate=False)
         else:  # nothing known and nothing fetched: the daily fold writes no rows either
             folded = _empty_folded()
-        today = host_today(folded, day_logs)
+        today = host_today(folded, day_logs, trust_params.health.max_retry_after_s)
         if len(hosts) or len(today):
             hosts = trust.update_hosts(hosts, today, day, trust_params)
         hosts_out.append(hosts.assign(dt=day))

@@ -71,7 +71,7 @@ class TrustParams:
     signal_half_life_days: float
     signal_min_scored: float
     signal_min_accuracy: float
-    health: host_health.HealthParams
+    health: host_health.RateLimitParams
 
 
 def _share(num, other):
@@ -115,6 +115,17 @@ def signal_trust(ev: pd.DataFrame, *, min_scored=3.0, min_accuracy=0.8):
     return acc, ((correct + wrong) >= min_scored) & (acc >= min_accuracy)
 
 
+def _epoch_s(values: pd.Series) -> np.ndarray:
+    """Timestamps (naive read as UTC) or epoch seconds as float epoch seconds, NaN for null."""
+    if pd.api.types.is_datetime64_any_dtype(values):
+        stamps = pd.to_datetime(values, utc=True)
+        return np.where(stamps.isna(), np.nan, stamps.astype("int64") / 1e9)
+    if values.dtype == object:
+        stamps = pd.to_datetime(values, utc=True, errors="coerce")
+        return np.where(stamps.isna(), np.nan, stamps.astype("int64") / 1e9)
+    return pd.to_numeric(values).to_numpy(float)
+
+
 def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
                  params: TrustParams) -> pd.DataFrame:
     """Tomorrow's hosts table: decay yesterday's evidence, add today's, reclassify.
@@ -124,8 +135,9 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
     prev : DataFrame
         Yesterday's hosts rows (``HOST_COLUMNS``); may be empty.
     today : DataFrame
-        One row per host seen today: ``host``, the ``ev_*`` sums, the health counts of
-        :func:`jobs.core.host_health.health_frame` and ``urls_known``.
+        One row per host seen today: ``host``, the ``ev_*`` sums, ``urls_known``, and what
+        :func:`jobs.core.host_health.health_frame` reads: the health counts, the host's
+        ``crawl_delay_s`` and ``max_fetches_per_day``, and ``blocked_until`` (epoch seconds).
     params : TrustParams
     """
     prev = prev.set_index("host") if len(prev) else pd.DataFrame(columns=HOST_COLUMNS[1:],
@@ -149,10 +161,13 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
                             max_volatile_share=params.max_volatile_share))
     out["signal_accuracy"], out["signal_trusted"] = signal_trust(
         out, min_scored=params.signal_min_scored, min_accuracy=params.signal_min_accuracy)
-    counts = t.reindex(columns=["fetches", "timeouts", "errors_5xx", "throttled_429",
-                                "latency_sum_ms", "latency_n"])
-    health = host_health.health_frame(counts, pd.to_numeric(p["cap_factor"]).to_numpy(float),
-                                      params.health)
+    counts = t.reindex(columns=[*host_health.COUNT_COLUMNS, "crawl_delay_s",
+                                "max_fetches_per_day", "blocked_until"])
+    window_start = (pd.Timestamp(run_date, tz="UTC") + pd.Timedelta(1, "D")).timestamp()
+    prev_health = p.reindex(columns=list(host_health.HEALTH_COLUMNS))
+    prev_health["blocked_until"] = _epoch_s(prev_health["blocked_until"])
+    health = host_health.health_frame(counts, prev_health, params.health, window_start)
+    health["blocked_until"] = pd.to_datetime(health["blocked_until"] * 1e6, unit="us", utc=True)
     out = out.join(health)
     known = pd.to_numeric(t["urls_known"]) if "urls_known" in t else pd.Series(np.nan, index=hosts)
     out["urls_known"] = known.fillna(pd.to_numeric(p["urls_known"])).fillna(0).astype(np.int64)

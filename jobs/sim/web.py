@@ -195,7 +195,9 @@ class SyntheticWeb:
             "gone_status": np.where(pg.gone[ids], 410, 404).astype(np.int32)})
 
     def truth_hosts(self) -> pd.DataFrame:
-        """Ground truth per host: validator and signal behaviour, size, politeness."""
+        """Ground truth per host: validator and signal behaviour, size, politeness, and the
+        hidden health (``quota``: -1 none; ``quota_until``: web day it is lifted, inf never;
+        ``throttle_s``: 0 none)."""
         hid = np.flatnonzero(np.isin(self.hosts.shard, self.shards))
         h = self.hosts
         return pd.DataFrame({
@@ -203,7 +205,9 @@ class SyntheticWeb:
             "signal_class": np.array(SIGNAL_CLASSES, dtype=object)[h.signal_class[hid]],
             "signal_source": np.array(sig.SIGNAL_SOURCES, dtype=object)[h.signal_source[hid]],
             "size_day0": h.size[hid], "crawl_delay_s": h.crawl_delay_s[hid],
-            "max_fetches_per_day": h.max_fetches[hid], "frozen_lm_day": h.frozen_lm_day[hid]})
+            "max_fetches_per_day": h.max_fetches[hid], "frozen_lm_day": h.frozen_lm_day[hid],
+            "quota": h.quota[hid], "quota_until": h.quota_until[hid],
+            "throttle_s": h.throttle_s[hid]})
 
     def frontier_for_day(self, day: int) -> pd.DataFrame:
         """Pages first discovered during ``day``, with a noisy importance estimate or null."""
