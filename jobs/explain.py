@@ -38,7 +38,8 @@ STATE_COLUMNS = ("url", "host", "lane", "importance", "lambda_hat", "lambda_lo",
                  "interval_s", "gone", "consecutive_gone", "signal_claim_at",
                  "pending_signal_at")
 HOST_COLUMNS = ("host", "validator_class", "trust_etag", "trust_lm", "audit_wanted",
-                "signal_accuracy", "signal_trusted", "cap_factor", "urls_known")
+                "signal_accuracy", "signal_trusted", "cap_factor", "urls_known", "nominal_cap",
+                "rate_limit", "health_verdict", "blocked_until")
 FETCH_COLUMNS = ("fetched_at", "status", "conditional", "etag", "last_modified",
                  "content_hash", "bytes", "elapsed_ms", "lane")
 
@@ -217,6 +218,12 @@ def render(doc: dict) -> str:
                 f"{_num(h['signal_accuracy'], '{:.2f}')} (trusted "
                 f"{'yes' if h['signal_trusted'] else 'no'}), cap factor "
                 f"{_num(h['cap_factor'], '{:.2f}')}, {h['urls_known']} URLs"]
+        if h.get("rate_limit") is not None:
+            blocked = (f", no fetch before {h['blocked_until']}" if h.get("blocked_until")
+                       else "")
+            out += [f"  health: served-rate limit {_num(h['rate_limit'], '{:.1f}')} of "
+                    f"{_num(h.get('nominal_cap'), '{:.0f}')} visits/day (day's verdict "
+                    f"{h.get('health_verdict')}){blocked}"]
     out.append("")
     if p is None:
         out += ["Plan: no row in plan/dt=D"]

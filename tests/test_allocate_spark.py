@@ -164,6 +164,36 @@ def test_audit_sample_rows_are_scheduled_in_their_own_lane(spark, lanes_root):
     assert m.planned_total == m.planned_refresh + m.planned_fast + m.planned_discovery + len(audit)
 
 
+def test_a_limited_blocked_host_gets_its_share_after_its_wait_spread_evenly(spark, lanes_root,
+                                                                           tmp_path):
+    """hosts/dt=D from update_state (issue 15): big.example may serve 30 of its 60 visits/day
+    and asked (Retry-After) for nothing before 06:00 on D+1, so cap_factor = 0.5 x 0.75."""
+    import shutil
+
+    root = str(tmp_path / "limited")
+    shutil.copytree(lanes_root, root)
+    shutil.rmtree(os.path.join(root, "hosts"))
+    w0 = pd.Timestamp("2026-11-03", tz="UTC")
+    wait = w0 + pd.Timedelta(6, "h")
+    tiny_web.write_committed(root, "hosts", [{
+        "host": "big.example", "cap_factor": 0.375, "trust_etag": False, "trust_lm": True,
+        "audit_wanted": False, "nominal_cap": 60.0, "rate_limit": 30.0,
+        "blocked_until": wait}], "2026-11-02")
+    cfg = make_config(root, "policy.name=optimal", "budget.daily_fetches=60")
+    allocate.run(cfg, "2026-11-02", spark)
+    build_schedule.run(cfg, "2026-11-02", spark)
+    sched = _schedule(root)
+    big = np.sort(epoch_seconds(sched[sched.host == "big.example"].not_before))
+    assert 2 <= len(big) <= 22  # floor(60 x 0.375)
+    assert big[0] >= wait.timestamp()
+    w1 = (w0 + pd.Timedelta(1, "D")).timestamp()
+    # spread over the 18 open hours, not packed 1440 s apart from 06:00
+    assert np.diff(big).min() >= (w1 - wait.timestamp()) / len(big) - 1e-3
+    # the other host is not held back by big's limit
+    small = sched[sched.host == "small.example"]
+    assert len(small) and epoch_seconds(small.not_before).min() < wait.timestamp()
+
+
 def test_url_hash_is_sparks_xxhash64(spark):
     # jobs.core.url_hash.xxh64 (the audit sample's hash) is the standard XXH64, which Spark's
     # xxhash64 also is (seed 42): random strings of every length branch, multibyte UTF-8.

@@ -117,6 +117,7 @@ def test_explain_text_names_rate_reason_slots_and_fetches(capsys, pipeline):
     assert out.startswith(url)
     for needle in ("lambda_hat", "90% interval", "validator class", "planned rate", "reason: ",
                    "host cap", "p_stale_now", f"Schedule {schedule_date(D)} (published",
+                   "served-rate limit",
                    "Fetches 2026-11-27 .. 2026-11-29"):
         assert needle in out, needle
     first = slots.not_before.iloc[0].strftime("%Y-%m-%d %H:%M:%S")
