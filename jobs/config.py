@@ -316,6 +316,11 @@ class HealthConfig:
                                  "bad.", default=2000.0)
     min_fetches: int = _doc("Fetches a host needs in a day before its health is judged (fewer "
                             "when its limit is lower).", default=5)
+    error_confidence: float = _doc("Served-rate limit: a day is bad on errors when the Wilson "
+                                   "lower bound of its error share at this level exceeds "
+                                   "max_error_rate (0: the plain share), so a stray timeout "
+                                   "among a few fetches does not cut a healthy host.",
+                                   default=0.9)
     max_throttle_rate: float = _doc("Served-rate limit: share of a host's fetches answered 429 or "
                                     "503 above which the day is bad (0: any).", default=0.0)
     rate_decrease: float = _doc("Served-rate limit: after a bad day the next day's limit is this x "
@@ -485,6 +490,7 @@ def _validate_rate_limit(h: HealthConfig) -> None:
     """The served-rate limit's keys of [health]."""
     inf = float("inf")
     checks = (("max_throttle_rate", 0 <= h.max_throttle_rate <= 1, "in [0, 1]"),
+              ("error_confidence", 0 <= h.error_confidence < 1, "in [0, 1)"),
               ("rate_decrease", 0 < h.rate_decrease < 1, "in (0, 1)"),
               ("rate_return_step", 0 < h.rate_return_step <= 1, "in (0, 1]"),
               ("rate_probe_step", 0 < h.rate_probe_step <= 1, "in (0, 1]"),

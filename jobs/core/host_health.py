@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import http_fields
+from jobs.core.observations import wilson_lower
 from jobs.core.plan import host_cap
 
 #: The hosts table's health columns (jobs.schemas.HOSTS), in order.
@@ -176,6 +177,7 @@ class RateLimitParams:
     min_utilisation: float        # a day tests the limit when fetches >= this x L
     min_fetches: int
     max_retry_after_s: float = 2 * 86400.0  # longest wait one Retry-After may impose
+    error_confidence: float = 0.0  # Wilson level of the error-share test (0: the plain share)
 
 
 def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -242,7 +244,10 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     # failed the rest, whatever the share: its quota has not moved (errors under e_max
     # would otherwise let the probe double past it).
     probe_failed = np.isfinite(ceiling) & (n > ceiling) & (served <= ceiling) & (err > 0)
-    bad = judged & ((err_share > p.max_error_rate) | (thr_share > p.max_throttle_rate)
+    # A share of errors counts when it is significant, not when one stray timeout in a
+    # dozen fetches makes 8 %: its Wilson lower bound must exceed e_max.
+    err_high = wilson_lower(err, n, p.error_confidence) > p.max_error_rate
+    bad = judged & (err_high | (thr_share > p.max_throttle_rate)
                     | slow | rising | probe_failed)
     tested = judged & ~bad & (n >= p.min_utilisation * whole - 1e-9)
 

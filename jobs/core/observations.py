@@ -114,6 +114,22 @@ def score_claims(observed, interval_start_s, t_s, claim_s):
     return scored, dropped
 
 
+def wilson_lower(successes, n, level: float):
+    """The lower end of :func:`wilson_interval`, vectorised (0 where ``n == 0``); ``level``
+    0 gives the plain share."""
+    from scipy.stats import norm
+
+    k, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    z = float(norm.ppf(0.5 + level / 2.0)) if level > 0 else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(n > 0, k / n, 0.0)
+        nn = np.where(n > 0, n, 1.0)
+        denom = 1.0 + z * z / nn
+        centre = (p + z * z / (2 * nn)) / denom
+        half = z * np.sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / denom
+    return np.where(n > 0, np.clip(centre - half, 0.0, 1.0), 0.0)
+
+
 def wilson_interval(successes: float, n: float, level: float = 0.95):
     """Wilson score interval for a binomial share (Wilson 1927, JASA 22:209-212).
 
