@@ -332,6 +332,10 @@ class HealthConfig:
     rate_probe_step: float = _doc("Served-rate limit: first additive step above that level, as a "
                                   "share of the nominal cap; doubles on each good day above it.",
                                   default=0.02)
+    rate_probe_ceiling_step: float = _doc("Served-rate limit: the first step above that level after "
+                                          "a bad day is also at most this share of the fetches "
+                                          "the host served that day (at least 1 visit).",
+                                          default=0.1)
     rate_floor: float = _doc("Served-rate limit: lowest limit (visits/day); the nominal cap wins "
                              "when it is lower.", default=1.0)
     rate_min_utilisation: float = _doc("Served-rate limit: a good day grows the limit only when the "
@@ -491,6 +495,7 @@ def _validate_rate_limit(h: HealthConfig) -> None:
     inf = float("inf")
     checks = (("max_throttle_rate", 0 <= h.max_throttle_rate <= 1, "in [0, 1]"),
               ("error_confidence", 0 <= h.error_confidence < 1, "in [0, 1)"),
+              ("rate_probe_ceiling_step", 0 < h.rate_probe_ceiling_step <= 1, "in (0, 1]"),
               ("rate_decrease", 0 < h.rate_decrease < 1, "in (0, 1)"),
               ("rate_return_step", 0 < h.rate_return_step <= 1, "in (0, 1]"),
               ("rate_probe_step", 0 < h.rate_probe_step <= 1, "in (0, 1]"),

@@ -55,7 +55,8 @@ def rate_limit_params(cfg: Config) -> host_health.RateLimitParams:
         latency_half_life_days=h.latency_half_life_days, decrease=h.rate_decrease,
         return_step=h.rate_return_step, probe_step=h.rate_probe_step, floor=h.rate_floor,
         min_utilisation=h.rate_min_utilisation, min_fetches=h.min_fetches,
-        max_retry_after_s=h.max_retry_after_s, error_confidence=h.error_confidence)
+        max_retry_after_s=h.max_retry_after_s, error_confidence=h.error_confidence,
+        probe_ceiling_step=h.rate_probe_ceiling_step)
 
 
 def trust_params(cfg: Config) -> trust.TrustParams:

@@ -116,6 +116,15 @@ def test_a_quota_host_converges_to_its_quota_and_its_errors_drop(quota, status):
     assert days.loc[2:, "served"].mean() >= 0.95 * quota
 
 
+@pytest.mark.parametrize("quota", [5, 20, 60])
+def test_a_small_quota_behind_a_large_cap_costs_few_errors_per_probe(quota):
+    """N = 86400 (a 1 s crawl delay): a probe of 2 % of N would be 1728 visits; after a bad
+    day the first probe is at most 10 % of what the host served (at least 1 visit)."""
+    days = simulate_quota([quota] * 21, 503, nominal=86400)
+    assert days.loc[3:, "errors"].max() <= max(1, 0.1 * quota) + 1
+    assert days.loc[3:, "served"].mean() >= 0.9 * quota - 1
+
+
 @pytest.mark.parametrize("raised_on", [8, 9, 10, 11])   # every phase of the probe cycle
 def test_a_recovered_host_is_back_to_80_percent_of_nominal_within_a_week(raised_on):
     quotas = [40] * (raised_on - 1) + [N] * 14

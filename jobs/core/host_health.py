@@ -33,7 +33,9 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   more than ``S`` and failed the rest is bad whatever its error share (a failed probe: the
   quota has not moved).
 * **Additive increase**, two speeds: back up to ``S`` by ``a N`` a day (``rate_return_step``),
-  then above it by a probe ``p`` that starts at ``rate_probe_step`` × N after each bad day and
+  then above it by a probe ``p`` that starts at min(``rate_probe_step`` × N,
+  max(1, ``rate_probe_ceiling_step`` × s)) after each bad day (a failed probe costs about p
+  errors, so it must be small beside a small quota) and
   doubles on every good day spent above ``S`` (the convex "max probing" of CUBIC, Ha, Rhee &
   Xu 2008 / RFC 9438). Why not one constant step α: a quota host's overshoot day costs about
   α errors and its day 1 ``N − Q``, so "errors −90 %" needs α ≲ 0.1 (N − Q), while "back to
@@ -176,8 +178,9 @@ class RateLimitParams:
     floor: float                  # L_floor, visits/day
     min_utilisation: float        # a day tests the limit when fetches >= this x L
     min_fetches: int
-    max_retry_after_s: float = 2 * 86400.0  # longest wait one Retry-After may impose
-    error_confidence: float = 0.0  # Wilson level of the error-share test (0: the plain share)
+    max_retry_after_s: float      # longest wait one Retry-After may impose
+    error_confidence: float       # Wilson level of the error-share test (0: the plain share)
+    probe_ceiling_step: float     # first probe after a bad day: at most this x what it served
 
 
 def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -256,7 +259,10 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     new_limit = np.where(bad, p.decrease * served, np.where(tested, grown, limit))
     # Politeness wins over the floor: never above N, even when N < floor.
     new_limit = np.minimum(nominal, np.maximum(p.floor, new_limit))
-    new_step = np.where(bad, first_probe,
+    # After a bad day the first probe is also at most a share of what the host served: a
+    # probe of 2 % of a large N is many times a small quota, and each failed one costs it.
+    reset_step = np.minimum(first_probe, np.maximum(1.0, p.probe_ceiling_step * served))
+    new_step = np.where(bad, reset_step,
                         np.where(tested & ~below, np.minimum(2.0 * step, np.maximum(nominal, 1.0)),
                                  step))
     weight = 1.0 - np.exp2(-1.0 / p.latency_half_life_days)
