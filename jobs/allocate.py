@@ -182,6 +182,7 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
         "host_carried": int(totals["carried"] or 0),
         "signals_pending": int(totals["signals"] or 0),
         "discovery_deferred": int(totals["discovery_deferred"] or 0),
+        "health_withheld": int(round(totals["health_withheld"] or 0.0)),
         "expected_freshness": ratio("weighted_freshness", "weight_sum"),
         "expected_freshness_fast": ratio("wf_fast", "w_fast"),
         "expected_freshness_refresh": ratio("wf_refresh", "w_refresh"),

@@ -36,7 +36,7 @@ from jobs.runlog import has_stage_record, read_stage_record
 # Columns update_state's record owns (copied as they are); quarantined_rows is summed below.
 STATE_COLUMNS = ("urls_known", "urls_gone", "log_rows", "audit_freshness", "audit_freshness_lo",
                  "audit_freshness_hi", "audit_n", "hosts_limited", "hosts_blocked",
-                 "host_fetches", "host_errors", "host_throttled", "capacity_withheld")
+                 "host_fetches", "host_errors", "host_throttled")
 # Columns the planner owns, null on a day without a plan.
 PLAN_COLUMNS = tuple(c for c in schemas.METRICS.names
                      if c not in STATE_COLUMNS + ("dt", "quarantined_rows", "written_by",
@@ -49,7 +49,8 @@ _ALLOCATE_KEYS = {  # metrics column -> allocate record key
     "expected_freshness": "expected_freshness",
     "expected_freshness_fast": "expected_freshness_fast",
     "expected_freshness_refresh": "expected_freshness_refresh", "spark_passes": "spark_passes",
-    "crawl_delay_raised": "crawl_delay_raised", "crawl_delay_lowered": "crawl_delay_lowered"}
+    "crawl_delay_raised": "crawl_delay_raised", "crawl_delay_lowered": "crawl_delay_lowered",
+    "capacity_withheld": "health_withheld"}
 
 
 def plan_columns(cfg: Config, alloc: dict, built: dict, daily_fetches: int, split: str) -> dict:

@@ -414,9 +414,10 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
     C("host_errors", "int", "of which status 0, 5xx or 429 (error rate: host_errors / "
                             "host_fetches)", True, False),
     C("host_throttled", "int", "of which 429 or 503", True, False),
-    C("capacity_withheld", "int", "visits/day the health limits and waits take from the hosts' "
-                                  "politeness caps for the next plan (budget free for the "
-                                  "others)", True, False),
+    C("capacity_withheld", "int", "visits/day the plan's health cuts (limits and waits) took "
+                                  "from the hosts at the day's level: their rates under the "
+                                  "politeness cap alone minus those they got (budget moved to "
+                                  "other hosts)", True, False),
     C("config_json", "string", "the config that produced the run"),
 ))
 

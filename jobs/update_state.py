@@ -316,24 +316,26 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
 
 
 def _retry_after_waits(cfg: Config, logs):
-    """(host, blocked_until epoch seconds) of the hosts whose 429/503 rows sent a Retry-After
-    (:func:`jobs.core.host_health.blocked_until`, the header's full grammar); few rows."""
+    """(host, blocked_until, asked_interval_s) of the hosts whose 429/503 rows sent a
+    Retry-After (:func:`jobs.core.host_health.retry_after_columns`, the header's full
+    grammar). The spacing needs every row of those hosts (the gap before each 429); few hosts."""
     from pyspark.sql import functions as F
 
     max_block_s = cfg.health.max_retry_after_s
-    st = F.col("status")
-    asked = (logs.filter(st.isin(*host_health.RETRY_AFTER_STATUSES)
-                         & F.col("retry_after").isNotNull())
-             .select("host", "status", "retry_after",
-                     F.col("fetched_at").cast("double").alias("received_s")))
+    asked_hosts = (logs.filter(F.col("status").isin(*host_health.RETRY_AFTER_STATUSES)
+                               & F.col("retry_after").isNotNull())
+                   .select("host").distinct())
+    rows = (logs.join(asked_hosts, "host", "left_semi")
+            .select("host", "status", "retry_after",
+                    F.col("fetched_at").cast("double").alias("received_s")))
 
     def waits(pdf: pd.DataFrame) -> pd.DataFrame:
-        until = host_health.blocked_until(pdf["host"], pdf["status"], pdf["retry_after"],
-                                          pdf["received_s"], max_block_s=max_block_s)
-        return until.reset_index()
+        return host_health.retry_after_columns(
+            pdf["host"], pdf["status"], pdf["retry_after"], pdf["received_s"],
+            max_block_s=max_block_s).rename_axis("host").reset_index()
 
-    return (asked.groupBy(F.pmod(F.xxhash64("host"), F.lit(cfg.spark.state_buckets)))
-            .applyInPandas(waits, "host string, blocked_until double"))
+    return (rows.groupBy(F.pmod(F.xxhash64("host"), F.lit(cfg.spark.state_buckets)))
+            .applyInPandas(waits, "host string, blocked_until double, asked_interval_s double"))
 
 
 def _write_hosts(spark, cfg: Config, run_date: str, folded, logs, hosts_prev) -> dict:
@@ -370,7 +372,7 @@ def _write_hosts(spark, cfg: Config, run_date: str, folded, logs, hosts_prev) ->
 
 #: The run record's per-host figures (and the metrics columns among them, jobs.metrics).
 HOST_FIGURES = ("hosts_cap_cut", "hosts_limited", "hosts_blocked", "host_fetches",
-                "host_errors", "host_throttled", "capacity_withheld")
+                "host_errors", "host_throttled")
 
 
 def no_host_figures() -> dict:
@@ -382,11 +384,10 @@ def host_figures(hosts, day_col: str | None = None) -> dict:
     """The run record's host figures of a hosts table, per value of ``day_col`` (None: one
     key, None): ``hosts_known``, ``hosts_by_class`` and :data:`HOST_FIGURES` (hosts with a
     cap cut, under a served-rate limit, blocked by a Retry-After; the day's fetches, errors
-    (0/5xx/429) and 429/503s; visits/day withheld from the hosts' politeness caps)."""
+    (0/5xx/429) and 429/503s; allocate reports the visits the limits moved)."""
     from pyspark.sql import functions as F
 
     cap = F.col("nominal_cap")
-    kept = F.floor(cap * F.col("cap_factor") + F.lit(1e-9))
     keys = ([day_col] if day_col else []) + ["validator_class"]
     rows = hosts.groupBy(*keys).agg(
         F.count("*").alias("n"),
@@ -397,7 +398,6 @@ def host_figures(hosts, day_col: str | None = None) -> dict:
         F.sum(F.col("timeouts_today") + F.col("errors_5xx_today") + F.col("throttled_429_today"))
         .alias("host_errors"),
         F.sum("throttled_today").alias("host_throttled"),
-        F.sum(F.when(cap.isNotNull(), cap - kept)).alias("capacity_withheld"),
     ).collect()  # one row per (day and) class
     out: dict = {}
     for r in rows:

@@ -4,8 +4,9 @@ import pandas as pd
 import pytest
 
 from jobs.config import Config, ConfigError, load_config
-from jobs.core.host_health import (HEALTH_COLUMNS, RATE_STATE_COLUMNS, blocked_until,
-                                   capacity_under_limit, health_frame, next_rate_limit)
+from jobs.core.host_health import (HEALTH_COLUMNS, RATE_STATE_COLUMNS, asked_interval,
+                                   blocked_until, capacity_under_limit, health_frame,
+                                   next_rate_limit, retry_after_columns)
 from jobs.params import rate_limit_params
 
 WINDOW = 1_700_000_000.0  # the next plan's window start (epoch s)
@@ -133,6 +134,61 @@ def test_a_recovered_host_is_back_to_80_percent_of_nominal_within_a_week(raised_
     assert week["asked"].max() >= 0.8 * N
     assert days.loc[raised_on:, "errors"].sum() == 0
     assert days["asked"].max() <= N
+
+
+def simulate_throttle(interval_s, days=14, nominal=N, params=PARAMS):
+    """A host that answers 429 with ``Retry-After: <interval - gap>`` to a request sooner than
+    ``interval_s`` after its previous one (as the backtest's throttle hosts do), asked every
+    day for its whole limit spread evenly over the day; the spacing is read back from the
+    day's rows by :func:`asked_interval`."""
+    state, rows = _new_hosts(), []
+    for day in range(days):
+        asked = _requests(state, nominal)
+        at = day * 86400.0 + np.arange(asked) * 86400.0 / max(asked, 1)
+        gap = np.diff(at, prepend=at[0] - 86400.0 / max(asked, 1))
+        failed = gap < interval_s - 1e-3
+        waits = np.where(failed, np.ceil(interval_s - gap).astype(int).astype(str), None)
+        spacing = asked_interval(["h"] * asked, np.where(failed, 429, 200), waits, at,
+                                 max_block_s=params.max_retry_after_s)
+        today = _day(asked, int(failed.sum()), int(failed.sum()))
+        today["asked_interval_s"] = spacing.get("h", np.nan)
+        state = next_rate_limit(state, today, [nominal], params)
+        rows.append({"asked": asked, "served": int((~failed).sum()), "errors": int(failed.sum()),
+                     "next_limit": state["rate_limit"].iloc[0]})
+    return pd.DataFrame(rows, index=pd.RangeIndex(1, days + 1, name="day"))
+
+
+@pytest.mark.parametrize("interval_s", [600.0, 1728.0, 7200.0])
+def test_a_throttle_host_is_limited_to_the_spacing_its_429s_ask_for(interval_s):
+    """Visits spread closer than a throttle host's spacing all fail, so the day serves ~0: the
+    limit comes from the Retry-After's spacing (86400 / interval), not from the served count
+    (which starved such hosts), and is not probed above it."""
+    allowed = 86400.0 / interval_s            # 144, 50, 12 visits/day; N = 200
+    days = simulate_throttle(interval_s)
+    assert days.loc[1, "served"] <= 1 and days.loc[1, "errors"] >= N - 1
+    assert days.loc[2:, "errors"].sum() == 0
+    assert days.loc[2, "served"] >= np.floor(PARAMS.decrease * allowed)
+    assert days.loc[4:, "served"].min() >= np.floor(allowed) - 1
+
+
+def test_asked_interval_is_the_gap_plus_the_wait_of_each_429():
+    at = np.array([0.0, 100.0, 250.0, 1000.0, 5.0, 20.0])
+    hosts = ["a", "a", "a", "a", "b", "b"]
+    status = [200, 429, 429, 200, 200, 503]
+    waits = [None, "200", "Thu, 01 Jan 1970 00:05:50 GMT", None, None, "60"]
+    out = asked_interval(hosts, status, waits, at, max_block_s=3600)
+    # a: 100 + 200 and 150 + (350 - 250): median 275; b's 503 is a block, not a spacing
+    assert out.to_dict() == {"a": 275.0}
+    # an unparseable or absurd wait is refused or capped; a first request has no gap
+    out = asked_interval(["c", "c", "d"], [429, 429, 429], ["5", "soon", "1e9"],
+                         [0.0, 10.0, 0.0], max_block_s=3600)
+    assert out.empty
+    capped = asked_interval(["e", "e"], [200, 429], [None, "999999"], [0.0, 10.0],
+                            max_block_s=3600)
+    assert capped.to_dict() == {"e": 3610.0}
+    both = retry_after_columns(hosts, status, waits, at, max_block_s=3600)
+    assert list(both.columns) == ["blocked_until", "asked_interval_s"]
+    assert both.loc["b", "blocked_until"] == 80.0 and np.isnan(both.loc["b", "asked_interval_s"])
 
 
 def test_a_healthy_host_is_never_cut():

@@ -146,3 +146,22 @@ def test_times_may_come_as_epoch_seconds():
     assert as_seconds["last_fetch_at"].dtype == float
     pd.testing.assert_frame_equal(host_plan.plan_bucket(as_seconds, ctx),
                                   host_plan.plan_bucket(pages, ctx))
+
+
+def test_health_withheld_is_what_the_health_cut_took_at_the_days_level():
+    """A host whose cap_factor < 1 reports the rates its pages would get under the politeness
+    cap alone, minus those they got (the budget moved to other hosts); other hosts report 0."""
+    pages = _bucket()
+    ctx = _ctx("optimal", level=LEVELS[0])
+    cut = host_plan.plan_bucket(pages, ctx)
+    uncut = host_plan.plan_bucket(pages.assign(cap_factor=1.0), ctx)
+
+    def rates(plan):
+        return plan[plan.reason.notna()].groupby("host")["planned_rate"].sum()
+
+    withheld = cut[cut.url.isna()].set_index("host")["health_withheld"]
+    moved = rates(uncut) - rates(cut)
+    assert moved["h1.example"] > 1.0  # h1's cap (factor 0.5) binds
+    assert withheld["h1.example"] == pytest.approx(moved["h1.example"], rel=1e-9)
+    assert (withheld.drop("h1.example") == 0).all()
+    assert (uncut[uncut.url.isna()]["health_withheld"] == 0).all()

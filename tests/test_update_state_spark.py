@@ -130,7 +130,6 @@ def test_served_rate_limit_is_cut_then_probes_back_up(three_days):
     assert a3.cap_factor == 1.0 and a3.rate_limit == a3.nominal_cap == 8640
     rec = three_days["records"][D2]
     assert rec["hosts_limited"] >= 1 and rec["host_throttled"] == 4
-    assert rec["capacity_withheld"] >= 8640 - 1
 
 
 def test_audit_freshness_in_run_record(three_days):

@@ -235,6 +235,7 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
                              "update_state", "audit")}
     rows, host_rows, audits = [], [], []
     visits0 = sim.copies.visits.copy()
+    seen0 = (sim.page_obs_days.copy(), sim.page_fresh_days.copy())
     t_start = time.monotonic()
     for k in range(spec.days):
         d_run, d_next = first_plan - 1 + k, first_plan + k
@@ -294,7 +295,7 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
     run.daily = pd.DataFrame(rows)
     run.metrics = sim.metrics(first_plan, first_plan + spec.days - 1, budget)
     run.metrics.update(_extra_metrics(run.daily, budget))
-    run.allocation = _allocation(sim, visits0, spec.days)
+    run.allocation = _allocation(sim, visits0, seen0, spec.days)
     run.hosts = pd.concat(host_rows, ignore_index=True)
     run.audit_checks = pd.concat(audits, ignore_index=True)
     run.audit = audit.combine(run.audit_checks, run.daily, name)
@@ -335,14 +336,23 @@ def _extra_metrics(daily: pd.DataFrame, budget: int) -> dict:
             "schedule_over_budget_days": int((daily["scheduled"] > budget).sum())}
 
 
-def _allocation(sim: Simulation, visits0: np.ndarray, days: int) -> pd.DataFrame:
-    """Per page: true λ, importance and the visit rate the policy actually gave it."""
+def _allocation(sim: Simulation, visits0: np.ndarray, seen0: tuple, days: int) -> pd.DataFrame:
+    """Per page: host, true λ, importance, the visit rate the policy actually gave it and the
+    days it was observed / fresh in the planned window (truth; per-class freshness is
+    ``fresh_days.sum() / obs_days.sum()`` over the class's pages)."""
     pg = sim.web.pages
     n = len(sim.copies.visits)
-    before = np.concatenate([visits0, np.zeros(n - len(visits0), np.int64)])
-    return pd.DataFrame({"lam": pg.lam_eff[:n], "importance": pg.importance[:n],
+
+    def since(now, before):
+        now = np.concatenate([now, np.zeros(max(n - len(now), 0))])[:n]
+        return now - np.concatenate([before, np.zeros(n - len(before))])[:n]
+
+    return pd.DataFrame({"host": sim.web.hosts.name[pg.host[:n]],
+                         "lam": pg.lam_eff[:n], "importance": pg.importance[:n],
                          "kind": pg.kind[:n], "front": pg.section[:n] < 0,
-                         "visits_per_day": (sim.copies.visits - before) / days})
+                         "visits_per_day": since(sim.copies.visits, visits0) / days,
+                         "obs_days": since(sim.page_obs_days, seen0[0]),
+                         "fresh_days": since(sim.page_fresh_days, seen0[1])})
 
 
 def _host_use(sim: Simulation, sched: pd.DataFrame, day: int) -> pd.DataFrame:

@@ -20,7 +20,7 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
         \\lor (ℓ > ρ B \\land ℓ - B > Δ_{min}) \\lor (n > S \\land s \\le S \\land e > 0)
 
     L_{D+1} = \\min\\Big(N,\\ \\max\\big(L_{floor},\\ \\begin{cases}
-      β\\, s & \\text{bad day (and } S ← s) \\\\
+      β\\, r & \\text{bad day (and } S ← r) \\\\
       \\min(S,\\ L + a N) & \\text{tested good day, } L < S \\\\
       L + p,\\quad p ← 2p & \\text{tested good day, } L \\ge S \\\\
       L & \\text{untested or unjudged day}
@@ -28,13 +28,17 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
 
 * **Multiplicative decrease on the served rate** (β = ``rate_decrease``): a bad day's
   successes are the capacity the host revealed, so the next day asks for a little less than
-  that (Jacobson 1988's decrease, applied to the measured rate, not to the nominal cap).
-  ``S`` (``served_ceiling``) remembers it. A day asked for more than ``S`` that served no
+  that (Jacobson 1988's decrease, applied to the measured rate, not to the nominal cap):
+  ``r = max(s, 86400 / I)``, where ``I`` is the spacing its 429s asked for (gap to the
+  previous request + Retry-After, :func:`asked_interval`; a throttle host hit faster than
+  that fails every request, so ``s`` alone would starve it). ``S`` (``served_ceiling``)
+  remembers ``r``; a host whose ``r`` came from its stated spacing is not probed above it
+  (``p ← 0``: one visit more than it allows, spread evenly, makes every visit fail). A day asked for more than ``S`` that served no
   more than ``S`` and failed the rest is bad whatever its error share (a failed probe: the
   quota has not moved).
 * **Additive increase**, two speeds: back up to ``S`` by ``a N`` a day (``rate_return_step``),
   then above it by a probe ``p`` that starts at min(``rate_probe_step`` × N,
-  max(1, ``rate_probe_ceiling_step`` × s)) after each bad day (a failed probe costs about p
+  max(1, ``rate_probe_ceiling_step`` × r)) after each bad day (a failed probe costs about p
   errors, so it must be small beside a small quota) and
   doubles on every good day spent above ``S`` (the convex "max probing" of CUBIC, Ha, Rhee &
   Xu 2008 / RFC 9438). Why not one constant step α: a quota host's overshoot day costs about
@@ -93,8 +97,9 @@ def health_frame(today: pd.DataFrame, prev: pd.DataFrame, params: "RateLimitPara
         Per host: :data:`COUNT_COLUMNS` from today's logs (NaN: none), ``crawl_delay_s`` and
         ``max_fetches_per_day`` (the host's politeness, as the allocator reads it; NaN delay:
         yesterday's nominal cap is kept), from which the politeness cap N (visits/day,
-        :func:`jobs.core.plan.host_cap`), and ``blocked_until`` (epoch seconds of the latest
-        wait a 429/503 asked for today, NaN: none; :func:`blocked_until`).
+        :func:`jobs.core.plan.host_cap`), ``blocked_until`` (epoch seconds of the latest
+        wait a 429/503 asked for today, NaN: none; :func:`blocked_until`) and
+        ``asked_interval_s`` (:func:`asked_interval`, NaN: none).
     prev : DataFrame
         Yesterday's hosts rows on the same index (NaN rows for a new host).
     params : RateLimitParams
@@ -128,7 +133,9 @@ def health_frame(today: pd.DataFrame, prev: pd.DataFrame, params: "RateLimitPara
     limits = next_rate_limit(prev.loc[seen], pd.DataFrame(
         {"fetches": fetches[seen], "errors": errors[seen],
          "throttled": np.minimum(counts["throttled"], fetches)[seen],
-         "mean_latency_ms": lat[seen]}, index=today.index[seen]), nominal[seen], params)
+         "mean_latency_ms": lat[seen],
+         "asked_interval_s": _col(today, "asked_interval_s")[seen]},
+        index=today.index[seen]), nominal[seen], params)
     out = pd.DataFrame({
         "fetches_today": fetches.astype(np.int64),
         "timeouts_today": counts["timeouts"].astype(np.int64),
@@ -157,7 +164,8 @@ def health_frame(today: pd.DataFrame, prev: pd.DataFrame, params: "RateLimitPara
 #: What :func:`next_rate_limit` carries per host from one day to the next.
 RATE_STATE_COLUMNS = ("rate_limit", "served_ceiling", "probe_step", "latency_baseline_ms")
 #: Today's per-host counts it reads.
-RATE_DAY_COLUMNS = ("fetches", "errors", "throttled", "mean_latency_ms")
+RATE_DAY_COLUMNS = ("fetches", "errors", "throttled", "mean_latency_ms", "asked_interval_s")
+DAY_S = 86400.0
 VERDICTS = ("bad", "grown", "untested", "unjudged")
 
 
@@ -200,8 +208,10 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
         seen: its limit starts at the nominal cap, with no ceiling and no latency baseline).
     today : DataFrame
         Today's :data:`RATE_DAY_COLUMNS`, row for row with ``prev``: fetch attempts, those
-        with status 0/5xx/429, those with 429 or 503, and the mean ``elapsed_ms`` (NaN when
-        unknown: not judged on latency). Missing counts are 0 (no fetches: no verdict).
+        with status 0/5xx/429, those with 429 or 503, the mean ``elapsed_ms`` (NaN when
+        unknown: not judged on latency) and the spacing its 429s asked for
+        (:func:`asked_interval`, seconds; NaN: none). Missing counts are 0 (no fetches: no
+        verdict).
     nominal_cap : array_like
         Tomorrow's politeness cap N in visits/day (crawl delay and ``max_fetches_per_day``),
         finite and >= 0.
@@ -225,7 +235,7 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     ceiling = _col(prev, "served_ceiling")
     first_probe = p.probe_step * nominal
     step = _col(prev, "probe_step")
-    step = np.where(np.isfinite(step) & (step > 0), step, first_probe)
+    step = np.where(np.isfinite(step) & (step >= 0), step, first_probe)
     baseline = _col(prev, "latency_baseline_ms")
     n, err, thr = (np.clip(np.nan_to_num(_col(today, c), nan=0.0), 0, None)
                    for c in ("fetches", "errors", "throttled"))
@@ -243,6 +253,12 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
         & (lat - baseline > p.latency_min_rise_ms)
     slow = known & (lat > p.max_latency_ms)
     served = n - err
+    # What a bad day revealed: the successes, or the rate its 429s asked for when higher
+    # (spread closer than a throttle host's interval, every request fails and serves ~0).
+    asked = _col(today, "asked_interval_s")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        asked_rate = np.where(np.isfinite(asked) & (asked > 0), DAY_S / asked, 0.0)
+    revealed = np.maximum(served, asked_rate)
     # A probe above the ceiling fails when the host served no more than the ceiling and
     # failed the rest, whatever the share: its quota has not moved (errors under e_max
     # would otherwise let the probe double past it).
@@ -256,12 +272,15 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
 
     below = np.isfinite(ceiling) & (limit < ceiling)
     grown = np.where(below, np.minimum(ceiling, limit + p.return_step * nominal), limit + step)
-    new_limit = np.where(bad, p.decrease * served, np.where(tested, grown, limit))
+    new_limit = np.where(bad, p.decrease * revealed, np.where(tested, grown, limit))
     # Politeness wins over the floor: never above N, even when N < floor.
     new_limit = np.minimum(nominal, np.maximum(p.floor, new_limit))
     # After a bad day the first probe is also at most a share of what the host served: a
     # probe of 2 % of a large N is many times a small quota, and each failed one costs it.
-    reset_step = np.minimum(first_probe, np.maximum(1.0, p.probe_ceiling_step * served))
+    reset_step = np.minimum(first_probe, np.maximum(1.0, p.probe_ceiling_step * revealed))
+    # A host that stated its rate (its 429s' spacing) is believed: no probe above it. One
+    # would cost the whole day, as evenly spread visits closer than its spacing all fail.
+    reset_step = np.where((asked_rate > 0) & (asked_rate >= served), 0.0, reset_step)
     new_step = np.where(bad, reset_step,
                         np.where(tested & ~below, np.minimum(2.0 * step, np.maximum(nominal, 1.0)),
                                  step))
@@ -271,7 +290,7 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
                                            baseline + weight * (lat - baseline), lat), baseline)
     verdict = np.select([bad, tested, judged], ["bad", "grown", "untested"], "unjudged")
     return pd.DataFrame({"rate_limit": new_limit,
-                         "served_ceiling": np.where(bad, served, ceiling),
+                         "served_ceiling": np.where(bad, revealed, ceiling),
                          "probe_step": new_step, "latency_baseline_ms": new_baseline,
                          "health_verdict": verdict}, index=today.index)
 
@@ -326,3 +345,56 @@ def blocked_until(hosts, status, retry_after, received_at_s, *, max_block_s: flo
     keep = np.isfinite(until) & (until > received)
     frame = pd.DataFrame({"host": np.asarray(hosts, dtype=object)[keep], "until": until[keep]})
     return frame.groupby("host", sort=True)["until"].max().rename("blocked_until")
+
+
+def asked_interval(hosts, status, retry_after, received_at_s, *, max_block_s: float) -> pd.Series:
+    """Per host, the spacing between requests its 429 responses asked for, in seconds.
+
+    A 429 (RFC 6585 §4: too many requests *in a given amount of time*) whose Retry-After is
+    a wait ``w`` after the request that came ``g`` seconds after the host's previous one says
+    the host wants requests ``g + w`` apart, so its rate is ``86400 / (g + w)`` visits/day
+    whatever it served that day. Requests spread closer than that all answer 429, and the
+    served count then says nothing of the rate (issue 15: such hosts starved). A 503's wait
+    is a block, not a rate (a quota may reopen at midnight): :func:`blocked_until` only.
+
+    Parameters
+    ----------
+    hosts, status, retry_after, received_at_s : array_like
+        One entry per fetch-log row of the day, *every* status (the gap is to the host's
+        previous request of any kind): as for :func:`blocked_until`.
+    max_block_s : float
+        Each wait is capped at this (``health.max_retry_after_s``).
+
+    Returns
+    -------
+    Series
+        The median of ``g + w`` over the host's 429 rows with a wait and a previous request
+        that day (median: one odd header does not set the rate), indexed by host, sorted;
+        hosts without such rows do not appear.
+    """
+    if not (max_block_s >= 0 and np.isfinite(max_block_s)):
+        raise ValueError("max_block_s must be finite and >= 0")
+    frame = pd.DataFrame({"host": np.asarray(hosts, dtype=object),
+                          "status": np.asarray(status), "at": np.asarray(received_at_s, float),
+                          "retry_after": np.asarray(retry_after, dtype=object)})
+    frame = frame[np.isfinite(frame["at"])].sort_values(["host", "at"], kind="stable")
+    gap = frame.groupby("host", sort=False)["at"].diff().to_numpy(float)
+    rows = np.flatnonzero((frame["status"].to_numpy() == 429) & np.isfinite(gap))
+    at = frame["at"].to_numpy(float)[rows]
+    wait = http_fields.parse_retry_afters(frame["retry_after"].to_numpy(dtype=object)[rows],
+                                          at) - at
+    wait = np.minimum(wait, max_block_s)
+    keep = np.isfinite(wait) & (wait >= 0) & (gap[rows] + wait > 0)
+    asked = pd.DataFrame({"host": frame["host"].to_numpy(dtype=object)[rows][keep],
+                          "interval": gap[rows][keep] + wait[keep]})
+    return asked.groupby("host", sort=True)["interval"].median().rename("asked_interval_s")
+
+
+def retry_after_columns(hosts, status, retry_after, received_at_s, *,
+                        max_block_s: float) -> pd.DataFrame:
+    """Per host, what the day's Retry-After headers asked: ``blocked_until``
+    (:func:`blocked_until`) and ``asked_interval_s`` (:func:`asked_interval`), outer-joined
+    (NaN where one is missing), indexed by host. Takes every log row of the hosts."""
+    args = (hosts, status, retry_after, received_at_s)
+    return pd.concat([blocked_until(*args, max_block_s=max_block_s),
+                      asked_interval(*args, max_block_s=max_block_s)], axis=1).sort_index()

@@ -38,7 +38,7 @@ CANDIDATE_COLUMNS = [c.split()[0] for c in CANDIDATE_DDL.split(", ")]
 HOST_FIGURES_DDL = (  # each host's figures, in plan_bucket's url-null rows (summed per run)
     "due_count long, carried long, known_urls long, weight_sum double, "
     "weighted_freshness double, w_fast double, wf_fast double, w_refresh double, "
-    "wf_refresh double, signals long, cap long, discovery_deferred long")
+    "wf_refresh double, signals long, cap long, discovery_deferred long, health_withheld double")
 HOST_FIGURES = [c.split()[0] for c in HOST_FIGURES_DDL.split(", ")]
 # plan_bucket's output (one Spark pass): visits, host figures and per-page plan rows
 PLAN_DDL = CANDIDATE_DDL + ", " + HOST_FIGURES_DDL + ", " + plan_table.PLAN_ROW_DDL
@@ -127,6 +127,24 @@ def _validators(pages: pd.DataFrame, page: np.ndarray):
             checked("last_modified", http_fields.clean_dates, "trust_lm"))
 
 
+def _health_withheld(b: plan_work.Bucket, rate: np.ndarray, ctx: PlanContext) -> np.ndarray:
+    """Per host, the visits/day its health cut (``cap_factor`` < 1) took from it at the day's
+    level: its pages' rates under the politeness cap alone minus those it got — the budget
+    that went to other hosts. Re-solved for the cut hosts' pages only (hosts are independent
+    at a given level), so a bucket without them costs nothing."""
+    withheld = np.zeros(b.groups.n)
+    factor = plan_work.column(b.pages, "cap_factor", 1.0).to_numpy(dtype=float)
+    cut = np.isfinite(factor) & (factor < 1.0)
+    if not cut.any():
+        return withheld
+    alone = plan_work.load(b.pages[cut].assign(cap_factor=1.0), ctx)
+    uncut, _ = plan_work.lane_rates(alone, ctx)
+    codes = b.groups.codes
+    wanted = np.bincount(codes[cut], weights=uncut, minlength=b.groups.n)
+    got = np.bincount(codes[cut], weights=rate[cut], minlength=b.groups.n)
+    return np.clip(wanted - got, 0.0, None)
+
+
 def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     """Pass 3: every host's capped candidate visits, best first, plus one figures row per
     host (``url`` null, :data:`HOST_FIGURES`; the visits leave those columns null) and one
@@ -190,7 +208,8 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
                "due_count": visit_hosts.counts,
                "carried": visit_hosts.counts - np.bincount(host, minlength=g.n),
                "known_urls": g.count(known), "signals": g.count(signal), "cap": b.cap,
-               "discovery_deferred": g.count((lane == "discovery") & ~keep)}
+               "discovery_deferred": g.count((lane == "discovery") & ~keep),
+               "health_withheld": _health_withheld(b, rate, ctx)}
     for w_key, wf_key, mask in (("weight_sum", "weighted_freshness", live),
                                 ("w_fast", "wf_fast", lane == "fast"),
                                 ("w_refresh", "wf_refresh", (lane == "refresh") & ~gone)):

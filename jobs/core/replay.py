@@ -123,8 +123,8 @@ def host_today(folded: pd.DataFrame, logs: pd.DataFrame, max_block_s: float) -> 
     :func:`jobs.core.trust.update_hosts`: the folded rows' evidence sums (float) and
     ``urls_known``, outer-joined with the health counts of the day's clean logs
     (:data:`HEALTH_SUMS`), the host's politeness (:data:`POLITENESS`, from its rows) and the
-    latest Retry-After wait its 429/503 rows asked for (``blocked_until``, epoch seconds,
-    :func:`jobs.core.host_health.blocked_until`). A host with only one side has NaN in the
+    latest Retry-After wait its 429/503 rows asked for and the spacing its 429s asked for
+    (:func:`jobs.core.host_health.retry_after_columns`). A host with only one side has NaN in the
     other's columns."""
     ev = folded.groupby("host", sort=True)[EVIDENCE].sum().astype(float)
     ev["urls_known"] = folded.groupby("host", sort=True).size().astype(np.int64)
@@ -145,7 +145,7 @@ def host_today(folded: pd.DataFrame, logs: pd.DataFrame, max_block_s: float) -> 
     health["latency_sum_ms"] = by_host["latency_sum_ms"].sum(min_count=1)  # all null: null
     health = health.join(by_host[list(POLITENESS)].first())
     if "retry_after" in logs and len(logs):
-        health = health.join(host_health.blocked_until(
+        health = health.join(host_health.retry_after_columns(
             logs["host"].to_numpy(dtype=object), st, logs["retry_after"].to_numpy(dtype=object),
             _epoch_s(logs["fetched_at"]), max_block_s=max_block_s))
     today = ev.join(health[[c for c in health.columns]], how="outer")

@@ -137,7 +137,8 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
     today : DataFrame
         One row per host seen today: ``host``, the ``ev_*`` sums, ``urls_known``, and what
         :func:`jobs.core.host_health.health_frame` reads: the health counts, the host's
-        ``crawl_delay_s`` and ``max_fetches_per_day``, and ``blocked_until`` (epoch seconds).
+        ``crawl_delay_s`` and ``max_fetches_per_day``, ``blocked_until`` (epoch seconds)
+        and ``asked_interval_s``.
     params : TrustParams
     """
     prev = prev.set_index("host") if len(prev) else pd.DataFrame(columns=HOST_COLUMNS[1:],
@@ -162,7 +163,8 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
     out["signal_accuracy"], out["signal_trusted"] = signal_trust(
         out, min_scored=params.signal_min_scored, min_accuracy=params.signal_min_accuracy)
     counts = t.reindex(columns=[*host_health.COUNT_COLUMNS, "crawl_delay_s",
-                                "max_fetches_per_day", "blocked_until"])
+                                "max_fetches_per_day", "blocked_until",
+                                "asked_interval_s"])
     window_start = (pd.Timestamp(run_date, tz="UTC") + pd.Timedelta(1, "D")).timestamp()
     prev_health = p.reindex(columns=list(host_health.HEALTH_COLUMNS))
     prev_health["blocked_until"] = _epoch_s(prev_health["blocked_until"])

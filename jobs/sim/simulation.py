@@ -58,6 +58,9 @@ class Simulation:
         self.root = Path(root) if root is not None else None
         self.records: list[dict] = []
         self.next_day = 0
+        # Per page, days observed and days fresh so far (truth), for per-class figures.
+        self.page_obs_days = np.zeros(0)
+        self.page_fresh_days = np.zeros(0)
 
     # ------------------------------------------------------------- stepping
     def step(self, day, schedule: pd.DataFrame) -> StepResult:
@@ -113,6 +116,8 @@ class Simulation:
         sums = truth.account_day(self.web, self.copies, day, req.page[on_page], req.t[on_page],
                                  resp["outcome"][on_page], resp["version"][on_page])
         status = resp["status"]
+        self.page_obs_days = _add_grown(self.page_obs_days, sums["page_obs"])
+        self.page_fresh_days = _add_grown(self.page_fresh_days, sums["page_fresh"])
         record = {k: v for k, v in sums.items() if not k.startswith("page_")}
         record.update(day=day, fetches=len(status), bytes=int(resp["bytes"].sum()),
                       status_200=int((status == 200).sum()), status_304=int((status == 304).sum()),
@@ -163,6 +168,14 @@ class Simulation:
         alive = (pg.born < end) & (pg.dies > end) & (pg.discovered < end)
         self.copies.grow(pg.born)
         return truth.summarize(window, budget, self.copies, alive)
+
+
+def _add_grown(total: np.ndarray, day: np.ndarray) -> np.ndarray:
+    """``total + day`` per page, where pages born since are appended (zeros before)."""
+    out = np.zeros(max(len(total), len(day)))
+    out[:len(total)] += total
+    out[:len(day)] += day
+    return out
 
 
 def _empty_requests():

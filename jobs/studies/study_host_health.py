@@ -11,8 +11,11 @@ per seed and variant:
   day by day 3, and staying there);
 * per host class (quota, recovering, throttle, healthy): requests, 503/429 answers and the
   share of them, and the mean limit L / N of the last day;
-* recovering quota hosts: days from their recovery until L >= 0.8 N;
-* freshness of the whole web (truth), both variants.
+* recovering quota hosts: days from their recovery until L >= 0.8 N, and until the limit
+  stops binding (the plan asks for less than ``rate_min_utilisation`` x L and the host serves
+  it: a limit above what the plan wants cannot be tested, RFC 7661);
+* freshness (truth, plain and importance-weighted) and visits/day per host class and of the
+  whole web, both variants.
 
 Run: ``python -m jobs.studies.study_host_health --seeds 0 1 2 --days 14`` (about 10 s per
 planned day and variant on 2 cores).
@@ -51,6 +54,18 @@ def _read(root: Path, table: str, day: str) -> pd.DataFrame:
         pd.DataFrame()
 
 
+def class_freshness(allocation: pd.DataFrame, classes: pd.Series) -> dict:
+    """Per host class: true freshness (plain, importance-weighted) over the planned days."""
+    pages = allocation.assign(cls=allocation["host"].map(classes).fillna("healthy"))
+    out = {}
+    for cls, g in pages.groupby("cls"):
+        w = g["importance"]
+        out[cls] = {"freshness": float(g["fresh_days"].sum() / g["obs_days"].sum()),
+                    "weighted": float((w * g["fresh_days"]).sum() / (w * g["obs_days"]).sum()),
+                    "visits_per_day": float(g["visits_per_day"].sum())}
+    return out
+
+
 def summarise(root: Path, run, classes: pd.Series, params, first: int, days: int,
               recover_day: int) -> dict:
     daily = run.daily
@@ -75,22 +90,31 @@ def summarise(root: Path, run, classes: pd.Series, params, first: int, days: int
         h = last_hosts.assign(cls=last_hosts["host"].map(classes).fillna("healthy"))
         share = h["rate_limit"] / h["nominal_cap"]
         limits = {c: float(v) for c, v in share.groupby(h["cls"]).mean().items()}
-    if recover_day >= 0:  # days after the recovery until L >= 0.8 N, per recovering host
-        hosts = classes.index[classes == "recovering"]
-        for host in hosts:
-            for k in range(max(recover_day - first, 0), days):
-                t = _read(root, "hosts", day_str(params, first + k))
+    if recover_day >= 0:
+        # Per recovering host, days from its recovery until L >= 0.8 N, and until the limit
+        # stops binding (a good day that asked for less than min_utilisation x L, or L >= 0.8 N).
+        hosts = set(classes.index[classes == "recovering"])
+        tables = [_read(root, "hosts", day_str(params, first + k))
+                  for k in range(max(recover_day - first, 0), days)]
+        for host in sorted(hosts):
+            full = unbound = None
+            for k, t in enumerate(tables):
                 row = t[t["host"] == host]
-                if len(row) and row["rate_limit"].iloc[0] >= 0.8 * row["nominal_cap"].iloc[0]:
-                    recovered[host] = k + first - recover_day + 1
-                    break
-            else:
-                recovered[host] = None
+                if not len(row):
+                    continue
+                r = row.iloc[0]
+                up = r["rate_limit"] >= 0.8 * r["nominal_cap"]
+                if full is None and up:
+                    full = k + 1
+                if unbound is None and (up or r["health_verdict"] == "untested"):
+                    unbound = k + 1
+            recovered[host] = {"to_80pct": full, "unbound": unbound}
     return {"errors_per_day": [int(e) for e in errors],
             "errors_day1": int(errors[0]), "errors_day3_on_max": int(errors[2:].max()),
             "drop_by_day3": (float(1 - errors[2:].max() / errors[0]) if errors[0] else None),
             "per_class": per_class, "mean_limit_share_last_day": limits,
-            "days_to_80pct_after_recovery": recovered,
+            "days_after_recovery": recovered,
+            "freshness_by_class": class_freshness(run.allocation, classes),
             "freshness": run.metrics.get("freshness"),
             "freshness_weighted": run.metrics.get("freshness_weighted")}
 
