@@ -45,6 +45,7 @@ import pandas as pd
 
 from jobs.core import host_health
 from jobs.core.observations import EVIDENCE_COLUMNS
+from jobs.core.times import from_epoch_seconds
 
 #: Decayed validator evidence kept per host (``ev_*`` names of the per-URL columns).
 VALIDATOR_EVIDENCE = tuple(c for c in EVIDENCE_COLUMNS
@@ -167,7 +168,8 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
     prev_health = p.reindex(columns=list(host_health.HEALTH_COLUMNS))
     prev_health["blocked_until"] = _epoch_s(prev_health["blocked_until"])
     health = host_health.health_frame(counts, prev_health, params.health, window_start)
-    health["blocked_until"] = pd.to_datetime(health["blocked_until"] * 1e6, unit="us", utc=True)
+    health["blocked_until"] = from_epoch_seconds(health["blocked_until"],
+                                                 "blocked_until").set_axis(health.index)
     out = out.join(health)
     known = pd.to_numeric(t["urls_known"]) if "urls_known" in t else pd.Series(np.nan, index=hosts)
     out["urls_known"] = known.fillna(pd.to_numeric(p["urls_known"])).fillna(0).astype(np.int64)
