@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from jobs.config import Config, load_config
-from jobs.core import state_update, trust
-from jobs.core.times import MAX_ABS_S, TimestampOutOfRange, from_epoch_seconds
+from jobs.core import replay, state_update, trust
+from jobs.core.times import MAX_ABS_S, TimestampOutOfRange, epoch_seconds, from_epoch_seconds
 from jobs.params import trust_params, update_params
 
 
@@ -50,7 +50,8 @@ def test_same_timestamps_as_pandas_float_path_without_nan():
     # path, safe without NaN) on 10^5 values, bit for bit.
     got = from_epoch_seconds([1.5, -0.5, 1e-7, -1e-7, MAX_ABS_S, -MAX_ABS_S])
     assert got.tolist()[:4] == [pd.Timestamp(x, tz="UTC") for x in (
-        "1970-01-01T00:00:01.5", "1969-12-31T23:59:59.5", "1970-01-01", "1969-12-31T23:59:59.999999")]
+        "1970-01-01T00:00:01.5", "1969-12-31T23:59:59.5", "1970-01-01",
+        "1969-12-31T23:59:59.999999")]
     assert got[4] == pd.Timestamp("2262-04-11T23:47:16Z")
     sec = np.random.default_rng(14).uniform(-MAX_ABS_S, MAX_ABS_S, 100_000)
     want = pd.to_datetime(pd.Series(sec), unit="s", utc=True).dt.floor("us")
@@ -116,3 +117,18 @@ def test_blocked_until_of_unblocked_hosts_is_nat_whatever_np_empty_returns(garba
                                "2026-11-01", trust_params(load_config())).set_index("host")
     assert pd.isna(hosts.loc["a.example", "blocked_until"])
     assert hosts.loc["b.example", "blocked_until"] == UNTIL
+
+
+def test_timestamps_of_any_unit_are_read_as_seconds():
+    # Arrow and pandas 2 may hand over datetime64[us]: ``astype("int64") / 1e9`` read those
+    # as seconds 1000 times too small (a blocked host unblocked in 1970).
+    stamps = _stamps("2026-11-02T06:00:00Z", None)
+    want = [1_793_599_200.0, np.nan]
+    for unit in ("ns", "us", "ms", "s"):
+        s = stamps.astype(f"datetime64[{unit}, UTC]")
+        np.testing.assert_array_equal(epoch_seconds(s), want)
+        np.testing.assert_array_equal(trust._epoch_s(s), want)
+    logs = pd.DataFrame({"host": "h.example", "status": [429], "retry_after": ["3600"],
+                         "fetched_at": stamps[:1].astype("datetime64[us, UTC]")})
+    today = replay.host_today(pd.DataFrame(columns=["host", *replay.EVIDENCE]), logs, 86400.0)
+    assert today.blocked_until.tolist() == [1_793_599_200.0 + 3600]
