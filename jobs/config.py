@@ -86,7 +86,8 @@ class PolitenessConfig:
 class IngestConfig:
     max_lateness_days: float = _doc("A fetch-log row whose fetched_at is more than this many days "
                                     "before the run date's 00:00 UTC is quarantined "
-                                    "(late_fetched_at).", default=7.0)
+                                    "(late_fetched_at), as is one before 1970 whatever this "
+                                    "is (inf: no other bound).", default=7.0)
     max_url_length: int = _doc("URLs longer than this (characters) are quarantined "
                                "(url_too_long) in every input table.", default=2048)
 

@@ -7,7 +7,7 @@ reason, and is counted in metrics; nothing is dropped silently.
 from __future__ import annotations
 
 import functools
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from jobs import schemas, storage
@@ -16,17 +16,25 @@ from jobs.core import hosts
 from jobs.paths import day_bounds, quarantine_path
 
 
-def lateness_horizon(cfg: Config, run_date: str) -> Optional[datetime]:
-    """Oldest fetched_at a run accepts: ``ingest.max_lateness_days`` before D 00:00 UTC.
+#: No input time (fetched_at, signaled_at) is older: a time before Unix time 0 is a
+#: zero-value date (Go's 0001-01-01, a parser's default), never a fetch or a web page's
+#: change, and before 1677-09-21 no timestamp of the fold can hold it (Arrow refuses it as
+#: datetime64[ns]: a 0001 signal or fetch crashed update_state).
+EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def lateness_horizon(cfg: Config, run_date: str) -> datetime:
+    """Oldest fetched_at a run accepts: ``ingest.max_lateness_days`` before D 00:00 UTC, and
+    never before :data:`EARLIEST_TIME` (also when the lateness is unbounded).
 
     Older rows are not late arrivals but a broken clock (a 1970 fetch once rewound a URL's
-    history and cut its rate ~4,900-fold); None when the horizon is unbounded.
+    history and cut its rate ~4,900-fold).
     """
     start, _ = day_bounds(run_date)
     try:
-        return start - timedelta(days=cfg.ingest.max_lateness_days)
+        return max(start - timedelta(days=cfg.ingest.max_lateness_days), EARLIEST_TIME)
     except OverflowError:
-        return None
+        return EARLIEST_TIME
 
 
 # A fetch-log file without the column, or a null in it, was written before the column
@@ -257,9 +265,7 @@ def read_fetch_logs(spark, cfg: Config, run_date: str, cached: list | None = Non
     footers = checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", run_date), True)
     df = _read(spark, schemas.FETCH_LOG, footers)
     _, day_end = day_bounds(run_date)
-    horizon = lateness_horizon(cfg, run_date)
-    return _checked_logs(cfg, df, F.lit(day_end), None if horizon is None else F.lit(horizon),
-                         cached)
+    return _checked_logs(cfg, df, F.lit(day_end), F.lit(lateness_horizon(cfg, run_date)), cached)
 
 
 def read_fetch_logs_days(spark, cfg: Config, days: list[str], cached: list | None = None):
@@ -270,8 +276,7 @@ def read_fetch_logs_days(spark, cfg: Config, days: list[str], cached: list | Non
     footers = {d: checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", d), True)
                for d in days}
     df = _read_days(spark, schemas.FETCH_LOG, cfg.paths.table("fetch_logs"), footers)
-    horizons = {d: lateness_horizon(cfg, d) for d in days}
-    horizon = None if any(h is None for h in horizons.values()) else _by_day(horizons)
+    horizon = _by_day({d: lateness_horizon(cfg, d) for d in days})
     clean, bad = _checked_logs(cfg, df, _by_day({d: day_bounds(d)[1] for d in days}), horizon,
                                cached, keep=("dt",))
     return clean, bad, {d: sum(f.num_rows for f in footers[d]) for d in days}
@@ -279,7 +284,7 @@ def read_fetch_logs_days(spark, cfg: Config, days: list[str], cached: list | Non
 
 def _checked_logs(cfg: Config, df, day_end, horizon, cached, keep=()):
     """(clean, quarantined) fetch-log rows: the rules of a day's logs, with the day's end
-    and lateness horizon given as columns (None: no horizon)."""
+    and lateness horizon given as columns."""
     from pyspark.sql import functions as F
 
     cols = [c for c in df.columns if c not in keep]
@@ -291,7 +296,7 @@ def _checked_logs(cfg: Config, df, day_end, horizon, cached, keep=()):
                                                    F.lit(True)), "host_mismatch")
               .when(at.isNull(), "null_fetched_at")
               .when(at >= day_end, "future_fetched_at")
-              .when(at < horizon if horizon is not None else F.lit(False), "late_fetched_at")
+              .when(at < horizon, "late_fetched_at")
               .when(F.col("status").isNull() | ~((F.col("status") == 0)
                     | F.col("status").between(100, 599)), "bad_status")
               .when(F.col("bytes").isNull() | (F.col("bytes") < 0), "negative_bytes"))
@@ -448,8 +453,8 @@ def read_signals(spark, cfg: Config, run_date: str):
 
     Rules: the URL rule (``null_url``, ``url_too_long``, ``bad_url``, ``url_userinfo``);
     ``null_signaled_at``; ``future_signaled_at`` (at or after D+1 00:00 UTC: a claim about
-    the future is not a change); ``bad_source`` (not one of ``SIGNAL_SOURCES``). ``host`` is
-    the URL's normalised host.
+    the future is not a change); ``bad_signaled_at`` (before :data:`EARLIEST_TIME`);
+    ``bad_source`` (not one of ``SIGNAL_SOURCES``). ``host`` is the URL's normalised host.
     """
     from pyspark.sql import functions as F
 
@@ -485,6 +490,7 @@ def _checked_signals(cfg: Config, df, day_end, keep=()):
     reason = (F.when(F.col("_url_reason").isNotNull(), F.col("_url_reason"))
               .when(F.col("signaled_at").isNull(), "null_signaled_at")
               .when(F.col("signaled_at") >= day_end, "future_signaled_at")
+              .when(F.col("signaled_at") < F.lit(EARLIEST_TIME), "bad_signaled_at")
               .when(F.col("source").isNull() | ~F.lower("source").isin(*SIGNAL_SOURCES),
                     "bad_source"))
     clean, bad = _split(df, reason, "signals", cols, keep)

@@ -345,7 +345,7 @@ QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
                           "null_fetched_at, future_fetched_at, late_fetched_at, "
                           "stale_fetched_at, bad_status, negative_bytes, bad_importance, "
                           "null_host, bad_host, bad_crawl_delay, bad_max_fetches, "
-                          "null_signaled_at, future_signaled_at, bad_source "
+                          "null_signaled_at, future_signaled_at, bad_signaled_at, bad_source "
                           "(docs/contract.md)"),
     C("url", "string", "the row's url", True),
     C("row_json", "string", "the whole row as JSON"),

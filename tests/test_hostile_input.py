@@ -6,6 +6,7 @@ through the real Spark reading path on generated Parquet files.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 
@@ -261,3 +262,41 @@ def test_zero_row_file_as_only_file_is_an_empty_partition(spark, tmp_path):
             run(make_config(root))
         assert err.value.table == "fetch_logs" and path in str(err.value)
     assert not os.path.exists(os.path.join(root, "state", f"dt={D1}"))
+
+
+def test_times_before_1970_are_quarantined_not_folded(spark, tmp_path):
+    # Go's zero time (0001-01-01) from a feed parser, and 1969-12-31: never a change time.
+    # Both passed the rules; 0001 crashed the fold (Arrow refuses it as datetime64[ns]).
+    # A fetch of 0001 passed too when max_lateness_days is unbounded. Unix time 0 is kept.
+    root, utc = str(tmp_path), datetime.timezone.utc
+    at = pa.array([datetime.datetime(1, 1, 1, tzinfo=utc),
+                   datetime.datetime(1969, 12, 31, 23, 59, 59, tzinfo=utc),
+                   datetime.datetime(1970, 1, 1, tzinfo=utc)], pa.timestamp("us", tz="UTC"))
+    write_arrow(root, "signals", {"url": [A[0], A[1], A[2]], "signaled_at": at,
+                                  "source": ["feed", "sitemap", "feed"]}, dt=D1)
+    write(root, "fetch_logs", [fetch(u, f"{D1}T10:00", h=f"{u}-1") for u in A[:3]], dt=D1)
+    write_arrow(root, "fetch_logs", {
+        "url": [A[3]], "fetched_at": pa.array([datetime.datetime(1, 1, 1, tzinfo=utc)],
+                                              pa.timestamp("us", tz="UTC")),
+        "status": pa.array([200], pa.int32()), "conditional": [False],
+        **{c: pa.array(["x"], pa.string()) for c in ("etag", "last_modified", "content_hash")},
+        "bytes": pa.array([10], pa.int64())},
+        dt=D1, name="part-9.parquet")
+    cfg = make_config(root, "ingest.max_lateness_days=inf")
+    record = update_state.run(cfg, D1, spark, from_empty=True)
+    q = quarantine(root, D1, "signals")
+    assert sorted(zip(q.url, q.reason)) == [(A[0], "bad_signaled_at"), (A[1], "bad_signaled_at")]
+    assert record["quarantined_signals"] == 2 and record["urls_pending_signal"] == 0
+    q = quarantine(root, D1, "fetch_logs")
+    assert list(zip(q.url, q.reason)) == [(A[3], "late_fetched_at")]
+    s = state(root, D1)
+    assert sorted(s.index) == A[:3] and s.signal_claim_at.isna().all()
+
+
+@pytest.mark.parametrize("days, oldest", [("7", "2026-10-26"), ("30000", "1970-01-01"),
+                                          ("inf", "1970-01-01")])
+def test_fetch_horizon_is_never_before_1970(days, oldest):
+    # An unbounded lateness used to be no horizon at all (None): a 0001 fetch passed.
+    cfg = make_config("unused", f"ingest.max_lateness_days={days}")
+    assert ingest.lateness_horizon(cfg, D2) == ts(oldest)
+    assert ingest.EARLIEST_TIME == ts("1970-01-01")

@@ -39,6 +39,7 @@ import pandas as pd
 
 from jobs.core import host_health, observations, state_update, trust
 from jobs.core.state_update import UpdateParams
+from jobs.core.times import epoch_seconds
 from jobs.core.trust import TrustParams
 
 EVIDENCE = list(observations.EVIDENCE_COLUMNS)
@@ -147,14 +148,9 @@ def host_today(folded: pd.DataFrame, logs: pd.DataFrame, max_block_s: float) -> 
     if "retry_after" in logs and len(logs):
         health = health.join(host_health.retry_after_columns(
             logs["host"].to_numpy(dtype=object), st, logs["retry_after"].to_numpy(dtype=object),
-            _epoch_s(logs["fetched_at"]), max_block_s=max_block_s))
+            epoch_seconds(logs["fetched_at"]), max_block_s=max_block_s))
     today = ev.join(health[[c for c in health.columns]], how="outer")
     return today.rename_axis("host").reset_index()
-
-
-def _epoch_s(stamps: pd.Series) -> np.ndarray:
-    values = pd.to_datetime(stamps, utc=True)
-    return np.where(values.isna(), np.nan, values.astype("int64") / 1e9)
 
 
 def _figures(day: str, folded: pd.DataFrame, stale_rows: int) -> dict:

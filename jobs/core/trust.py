@@ -45,6 +45,7 @@ import pandas as pd
 
 from jobs.core import host_health
 from jobs.core.observations import EVIDENCE_COLUMNS
+from jobs.core.times import epoch_seconds, from_epoch_seconds
 
 #: Decayed validator evidence kept per host (``ev_*`` names of the per-URL columns).
 VALIDATOR_EVIDENCE = tuple(c for c in EVIDENCE_COLUMNS
@@ -116,13 +117,12 @@ def signal_trust(ev: pd.DataFrame, *, min_scored=3.0, min_accuracy=0.8):
 
 
 def _epoch_s(values: pd.Series) -> np.ndarray:
-    """Timestamps (naive read as UTC) or epoch seconds as float epoch seconds, NaN for null."""
+    """Timestamps (naive read as UTC, any unit) or epoch seconds as float epoch seconds, NaN
+    for null."""
     if pd.api.types.is_datetime64_any_dtype(values):
-        stamps = pd.to_datetime(values, utc=True)
-        return np.where(stamps.isna(), np.nan, stamps.astype("int64") / 1e9)
+        return epoch_seconds(values)
     if values.dtype == object:
-        stamps = pd.to_datetime(values, utc=True, errors="coerce")
-        return np.where(stamps.isna(), np.nan, stamps.astype("int64") / 1e9)
+        return epoch_seconds(pd.to_datetime(values, utc=True, errors="coerce"))
     return pd.to_numeric(values).to_numpy(float)
 
 
@@ -169,7 +169,8 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
     prev_health = p.reindex(columns=list(host_health.HEALTH_COLUMNS))
     prev_health["blocked_until"] = _epoch_s(prev_health["blocked_until"])
     health = host_health.health_frame(counts, prev_health, params.health, window_start)
-    health["blocked_until"] = pd.to_datetime(health["blocked_until"] * 1e6, unit="us", utc=True)
+    health["blocked_until"] = from_epoch_seconds(health["blocked_until"],
+                                                 "blocked_until").set_axis(health.index)
     out = out.join(health)
     known = pd.to_numeric(t["urls_known"]) if "urls_known" in t else pd.Series(np.nan, index=hosts)
     out["urls_known"] = known.fillna(pd.to_numeric(p["urls_known"])).fillna(0).astype(np.int64)
