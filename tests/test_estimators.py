@@ -266,7 +266,7 @@ def test_reduced_study_meets_accuracy_and_shrinkage_requirements():
 
 
 def test_lognormal_prior_mode_solves_its_equation_for_every_history():
-    # ℓ'(u) = Σ c φ(λt) − P(u − m) = 0 with m = log(α/β), P = α (the Laplace-matched normal).
+    # ℓ'(u) = Σ c φ(λt) − S_u λ − P(u − m) = 0, m = log(α/β), P = α (Laplace-matched normal).
     rng = np.random.default_rng(21)
     n = 60
     rows = np.repeat(np.arange(n - 3), 12)
@@ -297,7 +297,8 @@ def test_lognormal_prior_mode_solves_its_equation_for_every_history():
 
         root = brentq(score, -30.0, 30.0, xtol=1e-14)
         assert np.log(res["lambda_hat"].iloc[i]) == pytest.approx(root, abs=1e-8)
-    assert (res["lambda_lo"] < res["lambda_hat"]).all() and (res["lambda_hat"] < res["lambda_hi"]).all()
+    assert (res["lambda_lo"] < res["lambda_hat"]).all()
+    assert (res["lambda_hat"] < res["lambda_hi"]).all()
     # NaN rows keep the default Gamma prior whatever the family.
     mixed = est.estimate_rate(s, np.r_[np.nan, np.full(n - 1, alpha)],
                               np.r_[np.nan, np.full(n - 1, beta)], prior_family="lognormal")

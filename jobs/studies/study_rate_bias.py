@@ -1,6 +1,6 @@
 """Issue 14 §3: fast pages at few observations, against Kolobov et al.'s estimator.
 
-Run:  .venv/bin/python -m jobs.studies.study_rate_bias                 (3 seeds, ~20 s)
+Run:  .venv/bin/python -m jobs.studies.study_rate_bias                 (3 seeds, ~25 s)
       .venv/bin/python -m jobs.studies.study_rate_bias --seeds 1 --pages 500   (quick)
 
 Setup of the issue: 2,000 Poisson pages per seed, λ log-uniform on [0.05, 5] per day,
@@ -85,7 +85,8 @@ def oracle_estimate(stats, lam_range=LAMBDA_RANGE, grid_size=400):
     """
     counts, _, tbar = est._arrays(stats)
     n = len(stats)
-    post = CensoredPosterior(counts, tbar, np.zeros(n), stats[est.UNCHANGED_EXPOSURE].to_numpy(float))
+    unchanged = stats[est.UNCHANGED_EXPOSURE].to_numpy(float)
+    post = CensoredPosterior(counts, tbar, np.zeros(n), unchanged)
     grid = np.linspace(np.log(lam_range[0]), np.log(lam_range[1]), grid_size)
     rows = np.arange(n)
     loglik = np.column_stack([post.logpost(np.full(n, u), rows) for u in grid])
