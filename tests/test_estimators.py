@@ -263,3 +263,52 @@ def test_reduced_study_meets_accuracy_and_shrinkage_requirements():
     assert tables["binning_p99"] < 0.05
     naive_r1 = tables["by_r"].loc[("naive", 1.0), "bias_mean"]
     assert naive_r1 == pytest.approx(-0.37, abs=0.05)
+
+
+def test_lognormal_prior_mode_solves_its_equation_for_every_history():
+    # ℓ'(u) = Σ c φ(λt) − S_u λ − P(u − m) = 0, m = log(α/β), P = α (Laplace-matched normal).
+    rng = np.random.default_rng(21)
+    n = 60
+    rows = np.repeat(np.arange(n - 3), 12)
+    t = rng.uniform(0.2, 3.0, rows.size)
+    changed = rng.random(rows.size) < -np.expm1(-(10 ** rng.uniform(-2, 1, n))[rows] * t)
+    # Three special rows: every fetch changed, none changed, no observation at all.
+    rows = np.r_[rows, np.full(12, n - 3), np.full(12, n - 2)]
+    t = np.r_[t, np.ones(24)]
+    changed = np.r_[changed, np.ones(12, bool), np.zeros(12, bool)]
+    s = stats_from(rows, t, changed, n)
+    alpha, beta = 0.8, 0.8 / 0.4            # m = log 0.4, τ² = 1.25
+    res = est.estimate_rate(s, alpha, beta, prior_family="lognormal")
+    assert res["converged"].all() and np.isfinite(res["lambda_hat"]).all()
+    assert res["lambda_hat"].iloc[-1] == pytest.approx(0.4, rel=1e-12)   # prior alone: e^m
+    # All changed: above the prior centre; none in 12 days: 12λ = α(m − u) at λ ≈ 0.0955.
+    assert res["lambda_hat"].iloc[n - 3] > 2.0 and 0.09 < res["lambda_hat"].iloc[n - 2] < 0.1
+    counts = s[list(est.CHANGED_COUNT_COLUMNS)].to_numpy()
+    tsum = s[list(est.CHANGED_TSUM_COLUMNS)].to_numpy()
+    for i in range(n - 1):
+        keep = counts[i] > 0
+        c, tb = counts[i, keep], tsum[i, keep] / counts[i, keep]
+
+        def score(u):
+            lam = np.exp(u)
+            with np.errstate(over="ignore"):
+                return ((c * lam * tb / np.expm1(lam * tb)).sum() - s.loc[i, "unch_t"] * lam
+                        - alpha * (u - np.log(alpha / beta)))
+
+        root = brentq(score, -30.0, 30.0, xtol=1e-14)
+        assert np.log(res["lambda_hat"].iloc[i]) == pytest.approx(root, abs=1e-8)
+    assert (res["lambda_lo"] < res["lambda_hat"]).all()
+    assert (res["lambda_hat"] < res["lambda_hi"]).all()
+    # NaN rows keep the default Gamma prior whatever the family.
+    mixed = est.estimate_rate(s, np.r_[np.nan, np.full(n - 1, alpha)],
+                              np.r_[np.nan, np.full(n - 1, beta)], prior_family="lognormal")
+    assert mixed["lambda_hat"].iloc[0] == pytest.approx(est.estimate_rate(s)["lambda_hat"].iloc[0])
+    np.testing.assert_allclose(mixed["lambda_hat"].iloc[1:], res["lambda_hat"].iloc[1:])
+
+
+def test_prior_family_is_checked():
+    s = stats_from([0], [1.0], [True], 1)
+    with pytest.raises(ValueError):
+        est.estimate_rate(s, prior_family="beta")
+    with pytest.raises(ValueError):                       # the MLE (0, 0) has no log-normal
+        est.estimate_censored_mle(s, 0.0, 0.0, prior_family="lognormal")

@@ -36,6 +36,9 @@ DEFAULT_PRIOR_SHAPE = 0.5
 DEFAULT_PRIOR_RATE_INTERVALS = 0.5
 #: Default central probability of the reported interval.
 DEFAULT_LEVEL = 0.9
+#: How a given (non-NaN) prior Gamma(α, β) is applied: as that Gamma, or as the normal
+#: N(log(α/β), 1/α) on log λ it is the Laplace match of (the group priors' fitted form).
+PRIOR_FAMILIES = ("gamma", "lognormal")
 
 RESULT_COLUMNS = ("lambda_hat", "lambda_lo", "lambda_hi", "log_sd", "n_obs",
                   "converged", "iterations")
@@ -65,7 +68,14 @@ def default_prior_rate(stats: pd.DataFrame) -> np.ndarray:
     return DEFAULT_PRIOR_RATE_INTERVALS * mean_interval
 
 
-def _prior(stats, prior_shape, prior_rate):
+def _prior(stats, prior_shape, prior_rate, family="gamma"):
+    """Per-row Gamma ``(a, b)`` and normal-on-log ``(m, P)`` prior terms of the solver.
+
+    Rows with a given prior and ``family="lognormal"`` get ``a = b = 0``,
+    ``m = log(α/β)``, ``P = α``; every other row its Gamma (given or default) and ``P = 0``.
+    """
+    if family not in PRIOR_FAMILIES:
+        raise ValueError(f"prior_family must be one of {PRIOR_FAMILIES}, got {family!r}")
     n = len(stats)
     shape = np.broadcast_to(np.asarray(prior_shape, dtype=float), (n,)).copy()
     rate = (np.full(n, np.nan) if prior_rate is None
@@ -74,10 +84,17 @@ def _prior(stats, prior_shape, prior_rate):
         raise ValueError("prior_shape and prior_rate must be finite and >= 0 (NaN = default)")
     # NaN marks "no group prior here": fall back to the default smoothing prior.
     missing = np.isnan(shape) | np.isnan(rate)
+    normal = ~missing if family == "lognormal" else np.zeros(n, dtype=bool)
+    if np.any(normal & ~((shape > 0) & (rate > 0))):
+        raise ValueError("a log-normal prior needs prior_shape > 0 and prior_rate > 0")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_mean = np.where(normal, np.log(shape / rate), 0.0)
+    precision = np.where(normal, shape, 0.0)
     if missing.any():
         shape[missing] = DEFAULT_PRIOR_SHAPE
         rate[missing] = default_prior_rate(stats)[missing]
-    return shape, rate
+    shape[normal], rate[normal] = 0.0, 0.0
+    return shape, rate, log_mean, precision
 
 
 def _check_level(level):
@@ -91,7 +108,8 @@ def _frame(stats, lam, lo, hi, log_sd, n_obs, converged, iterations):
                         index=stats.index)
 
 
-def _solve(stats, shape, rate, level, xtol, maxiter, use_lm):
+def _solve(stats, prior, level, xtol, maxiter, use_lm):
+    shape, rate, log_mean, precision = prior
     counts, _, tbar = _arrays(stats)
     A = shape.copy()
     B = rate + stats[UNCHANGED_EXPOSURE].to_numpy(float)
@@ -100,9 +118,9 @@ def _solve(stats, shape, rate, level, xtol, maxiter, use_lm):
         A += stats[LM_CHANGES].to_numpy(float)
         B += stats[LM_EXPOSURE].to_numpy(float)
         n_obs += stats[LM_COUNT].to_numpy(float)
-    post = CensoredPosterior(counts, tbar, A, B)
+    post = CensoredPosterior(counts, tbar, A, B, log_mean, precision)
     lam, conv, iters = solve_mode(post, xtol=xtol, maxiter=maxiter)
-    undefined = (post.C + A <= 0) & (B <= 0)
+    undefined = (post.C + A <= 0) & (B <= 0) & (precision <= 0)
     lam[undefined] = np.nan
     drop = 0.5 * sps.chi2.ppf(level, 1)
     lo, hi = likelihood_ratio_interval(post, lam, drop)
@@ -121,7 +139,7 @@ def _solve(stats, shape, rate, level, xtol, maxiter, use_lm):
 
 def estimate_censored_mle(stats: pd.DataFrame, prior_shape=DEFAULT_PRIOR_SHAPE, prior_rate=None,
                           *, level: float = DEFAULT_LEVEL, xtol: float = 1e-12,
-                          maxiter: int = 100) -> pd.DataFrame:
+                          maxiter: int = 100, prior_family: str = "gamma") -> pd.DataFrame:
     """Irregular-interval censored MLE (smoothed), using changed/unchanged outcomes only.
 
     Solves, per URL and vectorised across URLs by safeguarded Newton on
@@ -148,6 +166,15 @@ def estimate_censored_mle(stats: pd.DataFrame, prior_shape=DEFAULT_PRIOR_SHAPE, 
         ``0, 0`` for the plain MLE (then λ̂ may be 0 or ∞).
     level : float
         Central probability of the interval.
+    prior_family : {"gamma", "lognormal"}
+        How the given (non-NaN) priors are applied: as Gamma(a, b), or as the
+        normal :math:`N(\\log(a/b),\\, 1/a)` on ``log λ`` that Gamma(a, b) is the
+        Laplace match of, which adds :math:`-\\tfrac{a}{2}(u - \\log(a/b))^2` to the
+        log posterior instead of :math:`a u - b\\lambda`. The group priors are fitted
+        as that normal (:mod:`jobs.core.estimators_shrinkage`) and applied this way:
+        the Gamma's right tail :math:`e^{-b\\lambda}` is far lighter than the normal's,
+        and pulls pages whose every fetch saw a change below their group (docs/estimation.md,
+        "Fast pages"). The default prior (NaN rows) is always the Gamma.
 
     Returns
     -------
@@ -159,13 +186,13 @@ def estimate_censored_mle(stats: pd.DataFrame, prior_shape=DEFAULT_PRIOR_SHAPE, 
         ``converged`` and Newton ``iterations``.
     """
     _check_level(level)
-    shape, rate = _prior(stats, prior_shape, prior_rate)
-    return _solve(stats, shape, rate, level, xtol, maxiter, use_lm=False)
+    prior = _prior(stats, prior_shape, prior_rate, prior_family)
+    return _solve(stats, prior, level, xtol, maxiter, use_lm=False)
 
 
 def estimate_rate(stats: pd.DataFrame, prior_shape=DEFAULT_PRIOR_SHAPE, prior_rate=None, *,
                   level: float = DEFAULT_LEVEL, xtol: float = 1e-12,
-                  maxiter: int = 100) -> pd.DataFrame:
+                  maxiter: int = 100, prior_family: str = "gamma") -> pd.DataFrame:
     """Production estimator: censored outcomes and trusted Last-Modified evidence jointly.
 
     The joint log posterior adds the Last-Modified terms (``X_lm`` observed
@@ -176,12 +203,12 @@ def estimate_rate(stats: pd.DataFrame, prior_shape=DEFAULT_PRIOR_SHAPE, prior_ra
               = S_u + T_{lm} + b .
 
     A URL with only Last-Modified evidence gets exactly :func:`estimate_last_modified`
-    and one with none gets :func:`estimate_censored_mle`. Parameters and return
-    value as in :func:`estimate_censored_mle`.
+    (with ``prior_family="gamma"``) and one with none gets :func:`estimate_censored_mle`.
+    Parameters and return value as in :func:`estimate_censored_mle`.
     """
     _check_level(level)
-    shape, rate = _prior(stats, prior_shape, prior_rate)
-    return _solve(stats, shape, rate, level, xtol, maxiter, use_lm=True)
+    prior = _prior(stats, prior_shape, prior_rate, prior_family)
+    return _solve(stats, prior, level, xtol, maxiter, use_lm=True)
 
 
 def estimate_last_modified(stats: pd.DataFrame, prior_shape=DEFAULT_PRIOR_SHAPE, prior_rate=None,
@@ -206,7 +233,7 @@ def estimate_last_modified(stats: pd.DataFrame, prior_shape=DEFAULT_PRIOR_SHAPE,
     MLE ``X / T`` as the prior vanishes. Uses only the ``lm_*`` columns.
     """
     _check_level(level)
-    shape, rate = _prior(stats, prior_shape, prior_rate)
+    shape, rate, _, _ = _prior(stats, prior_shape, prior_rate)
     A = shape + stats[LM_CHANGES].to_numpy(float)
     B = rate + stats[LM_EXPOSURE].to_numpy(float)
     ok = (A > 0) & (B > 0)

@@ -22,6 +22,11 @@ empirical Bayes in the sense of Morris, JASA 78:47-55, 1983):
    what the log-scale posterior mode uses): :math:`\\alpha = 1/\\hat\\tau^2`,
    :math:`\\beta = \\alpha e^{-\\hat\\mu}`, with α clipped to
    ``[min_shape, max_shape]`` so a homogeneous host never freezes its URLs.
+   (α, β) is how the prior is stored and passed; it is *applied* as the normal
+   :math:`N(\\log(\\alpha/\\beta), 1/\\alpha)` on ``log λ`` it stands for
+   (``prior_family="lognormal"`` of :func:`jobs.core.estimators.estimate_rate`):
+   the Gamma's right tail :math:`e^{-\\beta\\lambda}` pulled URLs whose every fetch
+   saw a change far below their group (issue 14 §3, docs/estimation.md "Fast pages").
 
 Groups with fewer than ``min_urls`` informative URLs fall back to the pooled
 rate of the group (all its statistics summed, which are still sufficient) with
@@ -53,6 +58,9 @@ EMPTY_SEGMENT = "/"
 # Digits (and the separator before them) in a path segment are ids, not part of the class.
 ID_PATTERN = r"[-_.]?[0-9]+"
 GROUP_LEVELS = ("host", "template", "class")
+#: How a fitted group prior is applied (:data:`jobs.core.estimators.PRIOR_FAMILIES`): as the
+#: normal on log λ the EM fits, not its Laplace-matched Gamma (module docstring, step 4).
+GROUP_PRIOR_FAMILY = "lognormal"
 # estimation.prior_level -> the groups tried for each URL, most specific first: a URL takes
 # the prior of the first group with an EM fit, else of the first with a pooled prior.
 PRIOR_CHAINS = {"host": ("host",), "template": ("template",), "class": ("class",),
@@ -255,7 +263,7 @@ def _em_normal_on_grid(lik, codes, k, grid, mu, tau2, tau2_min, tol, maxiter):
 
 def apply_group_priors(stats: pd.DataFrame, groups, priors: pd.DataFrame, **estimate_kwargs
                        ) -> pd.DataFrame:
-    """Shrunk estimates: :func:`estimate_rate` with each URL's group prior.
+    """Shrunk estimates: :func:`estimate_rate` with each URL's group prior (``GROUP_PRIOR_FAMILY``).
 
     URLs whose group is absent from ``priors`` or has no prior (``method ==
     "none"``) keep the default smoothing prior. A URL with no observations
@@ -274,7 +282,8 @@ def apply_group_priors(stats: pd.DataFrame, groups, priors: pd.DataFrame, **esti
         raise ValueError(f"priors is missing columns {missing}")
     shape = groups.map(priors["prior_shape"]).to_numpy(dtype=float)
     rate = groups.map(priors["prior_rate"]).to_numpy(dtype=float)
-    out = estimate_rate(stats, prior_shape=shape, prior_rate=rate, **estimate_kwargs)
+    out = estimate_rate(stats, prior_shape=shape, prior_rate=rate,
+                        **({"prior_family": GROUP_PRIOR_FAMILY} | estimate_kwargs))
     out["prior_shape"] = shape
     out["prior_rate"] = rate
     return out

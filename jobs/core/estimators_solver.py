@@ -15,6 +15,11 @@ unique root of ``ℓ'``. Setting ``ℓ'(u)=0`` and dividing by λ recovers Cho &
 Garcia-Molina's (2003) irregular-access equation
 :math:`\\sum_i t_i/(e^{\\lambda t_i}-1) = \\sum_j t_j` when ``A = 0`` and ``B``
 is the unchanged exposure.
+
+A log-normal prior :math:`u \\sim N(m, 1/P)` (the group priors of
+:mod:`jobs.core.estimators_shrinkage`, applied as the normal they were fitted as)
+adds :math:`-\\tfrac{P}{2}(u-m)^2` to ``ℓ``, :math:`-P(u-m)` to ``ℓ'`` and ``-P`` to
+``ℓ''``: ``ℓ`` stays strictly concave and the mode finite for every history.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import numpy as np
 class CensoredPosterior:
     """Per-URL arrays of the log posterior above; rows are URLs, columns bins."""
 
-    def __init__(self, counts, tbar, shape_term, rate_term):
+    def __init__(self, counts, tbar, shape_term, rate_term, log_mean=None, log_precision=None):
         self.counts = np.asarray(counts, dtype=float)
         # Empty bins get t=1 so that 0 * finite stays 0 in every sum.
         self.tbar = np.where(self.counts > 0, np.asarray(tbar, dtype=float), 1.0)
@@ -32,13 +37,19 @@ class CensoredPosterior:
         self.B = np.asarray(rate_term, dtype=float)
         self.C = self.counts.sum(axis=1)
         self.half_ct = 0.5 * (self.counts * self.tbar).sum(axis=1)
+        n = len(self.C)
+        # Normal prior on u (precision 0 = none); rows with P > 0 use it instead of A, B's prior.
+        self.P = np.zeros(n) if log_precision is None else np.asarray(log_precision, dtype=float)
+        self.m = np.zeros(n) if log_mean is None else np.asarray(log_mean, dtype=float)
+        self.m = np.where(self.P > 0, self.m, 0.0)
 
     def logpost(self, u, rows):
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             lam = np.exp(u)[:, None]
             x = lam * self.tbar[rows]
             changed = (self.counts[rows] * np.log(-np.expm1(-x))).sum(axis=1)
-        return changed + self.A[rows] * u - self.B[rows] * lam[:, 0]
+        normal = 0.5 * self.P[rows] * (u - self.m[rows]) ** 2
+        return changed + self.A[rows] * u - self.B[rows] * lam[:, 0] - normal
 
     def score(self, u, rows):
         """Return ``ℓ'(u)`` and ``ℓ''(u)`` for the given rows."""
@@ -49,8 +60,9 @@ class CensoredPosterior:
             # φ² eˣ = x² / (4 sinh²(x/2)), written so that large x underflows to 0.
             phi2ex = np.where(x > 1e-12, (x / (2.0 * np.sinh(0.5 * x))) ** 2, 1.0)
         c = self.counts[rows]
-        d1 = (c * phi).sum(axis=1) + self.A[rows] - self.B[rows] * lam
-        d2 = (c * (phi - phi2ex)).sum(axis=1) - self.B[rows] * lam
+        d1 = (c * phi).sum(axis=1) + self.A[rows] - self.B[rows] * lam \
+            - self.P[rows] * (u - self.m[rows])
+        d2 = (c * (phi - phi2ex)).sum(axis=1) - self.B[rows] * lam - self.P[rows]
         return d1, d2
 
     def mode_bracket(self):
@@ -61,6 +73,26 @@ class CensoredPosterior:
         num = self.C + self.A
         with np.errstate(divide="ignore", invalid="ignore"):
             return num / (self.B + self.half_ct), num / self.B
+
+    def log_bracket(self):
+        """Bounds ``(lo, hi)`` on the mode of ``u``, valid with or without the normal prior.
+
+        Without it, the logs of :meth:`mode_bracket`. With it (``P > 0``), both parts of
+        ``ℓ'`` are ≥ 0 below :math:`\\min(\\log\\lambda_{lo}, m)` and ≤ 0 above
+        :math:`\\max(\\log\\lambda_{hi}, m)`; also ``ℓ' ≥ 0`` at :math:`u \\le m - B e^m/P`
+        and ``ℓ' ≤ 0`` at :math:`u \\ge m + (C+A)/P` (as :math:`\\sum_k c_k\\varphi \\le C`);
+        the tighter of each pair is used.
+        """
+        lam_lo, lam_hi = self.mode_bracket()
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            lo, hi = np.log(lam_lo), np.log(lam_hi)
+            has = self.P > 0
+            P = np.where(has, self.P, 1.0)
+            lo_n = np.maximum(np.where(self.C + self.A > 0, np.minimum(lo, self.m), -np.inf),
+                              self.m - self.B * np.exp(self.m) / P)
+            hi_n = np.minimum(np.where(self.B > 0, np.maximum(hi, self.m), np.inf),
+                              self.m + (self.C + self.A) / P)
+        return np.where(has, lo_n, lo), np.where(has, hi_n, hi)
 
 
 def solve_decreasing(fun, lo, hi, rows, *, x0=None, xtol=1e-12, maxiter=100):
@@ -106,21 +138,25 @@ def solve_decreasing(fun, lo, hi, rows, *, x0=None, xtol=1e-12, maxiter=100):
 def solve_mode(post: CensoredPosterior, *, xtol=1e-12, maxiter=100):
     """Posterior mode of ``u = log λ`` per row: λ̂, converged, iterations.
 
-    Rows with no evidence for a change (``C + A = 0``) have λ̂ = 0; rows with
-    no evidence against (``B = 0``) have λ̂ = ∞; both are exact, not failures.
+    Without a normal prior, rows with no evidence for a change (``C + A = 0``)
+    have λ̂ = 0 and rows with no evidence against (``B = 0``) have λ̂ = ∞; both
+    are exact, not failures. With one (``P > 0``) the mode is always finite.
     """
     n = len(post.C)
-    lam_lo, lam_hi = post.mode_bracket()
+    u_lo, u_hi = post.log_bracket()
     lam = np.full(n, np.nan)
     conv = np.ones(n, dtype=bool)
     iters = np.zeros(n, dtype=np.int64)
-    lam[post.C + post.A <= 0] = 0.0
-    lam[(post.C + post.A > 0) & (post.B <= 0)] = np.inf
-    closed = (post.C == 0) & (post.A > 0) & (post.B > 0)
+    gamma = post.P <= 0
+    lam[gamma & (post.C + post.A <= 0)] = 0.0
+    lam[gamma & (post.C + post.A > 0) & (post.B <= 0)] = np.inf
+    closed = gamma & (post.C == 0) & (post.A > 0) & (post.B > 0)
     lam[closed] = post.A[closed] / post.B[closed]
+    nodata = ~gamma & (post.C + post.A <= 0) & (post.B <= 0)   # the prior alone: mode m
+    lam[nodata] = np.exp(post.m[nodata])
     rows = np.flatnonzero(np.isnan(lam))
     if rows.size:
-        lo, hi = np.log(lam_lo[rows]), np.log(lam_hi[rows])
+        lo, hi = u_lo[rows], u_hi[rows]
         u, c, it = solve_decreasing(post.score, lo, hi, rows, x0=lo, xtol=xtol, maxiter=maxiter)
         lam[rows], conv[rows], iters[rows] = np.exp(u), c, it
     return lam, conv, iters

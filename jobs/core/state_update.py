@@ -34,6 +34,7 @@ import pandas as pd
 
 from jobs.core import adaptive, estimators_stats as es, http_fields, observations as ob
 from jobs.core.estimators import estimate_rate
+from jobs.core.estimators_shrinkage import GROUP_PRIOR_FAMILY
 from jobs.core.times import epoch_seconds as _to_seconds
 from jobs.core.times import DAY_S
 from jobs.core.times import from_epoch_seconds as _from_seconds
@@ -318,8 +319,9 @@ def estimate_with_priors(state: pd.DataFrame, prior_shape=None, prior_rate=None,
     ``prior_shape``/``prior_rate`` are per-row Gamma(α, β) priors (the row's group prior
     from :func:`jobs.core.estimators_shrinkage.fit_group_priors`, joined by group); NaN
     or ``None`` keeps the default smoothing prior of :func:`jobs.core.estimators.estimate_rate`.
-    A URL without observations gets the prior mean α/β, so a brand-new URL inherits its
-    group's rate.
+    A group prior is applied as the normal on log λ it was fitted as
+    (:data:`jobs.core.estimators_shrinkage.GROUP_PRIOR_FAMILY`). A URL without observations
+    gets the prior's centre α/β, so a brand-new URL inherits its group's rate.
 
     Returns
     -------
@@ -331,7 +333,8 @@ def estimate_with_priors(state: pd.DataFrame, prior_shape=None, prior_rate=None,
     n = len(state)
     shape = np.full(n, np.nan) if prior_shape is None else np.asarray(prior_shape, float)
     rate = np.full(n, np.nan) if prior_rate is None else np.asarray(prior_rate, float)
-    res = estimate_rate(stats, prior_shape=shape, prior_rate=rate, level=level)
+    res = estimate_rate(stats, prior_shape=shape, prior_rate=rate, level=level,
+                        prior_family=GROUP_PRIOR_FAMILY)
     with np.errstate(divide="ignore", invalid="ignore"):
         prior_mean = np.where((shape > 0) & (rate > 0), shape / rate, np.nan)
     return pd.DataFrame({"lambda_hat": res["lambda_hat"].to_numpy(),
