@@ -90,6 +90,8 @@ def _record(frame: pd.DataFrame) -> dict | None:
 def schedule_slots(cfg: Config, run_date: str, url: str, host: str, source: str) -> dict:
     """The URL's rows in the schedule for D+1: the published day (its manifest, only the
     host's shard) or the staging files (``_shards.json``)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from jobs.shards import shard_of
 
     day = schedule_date(run_date)
@@ -103,6 +105,11 @@ def schedule_slots(cfg: Config, run_date: str, url: str, host: str, source: str)
                                         shards={shard})
         except verify.VerificationError as exc:
             raise MissingPartitionError("schedules", f"{where} dt={day}", str(exc)) from None
+        except (BotoCoreError, ClientError) as exc:  # no credentials, endpoint down, 403, ...
+            raise MissingPartitionError(
+                "schedules", f"{where} dt={day}",
+                f"unreadable ({type(exc).__name__}: {exc}); set the object store's credentials "
+                "or read the staging files with --schedule staging") from None
     else:
         where = cfg.paths.table("schedules", day)
         try:

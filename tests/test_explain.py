@@ -162,3 +162,20 @@ def test_every_spark_sql_query_runs_and_matches_duckdb(spark, pipeline):
                 assert a == b, (section, c)
     print(json.dumps({s: f.to_dict("records") for s, f in answers}, default=str, indent=1),
           file=__import__("sys").stderr)
+
+
+def test_published_schedule_without_credentials_is_a_named_error_not_a_traceback(
+        monkeypatch, tmp_path, capsys):
+    """An operator without the object store's credentials gets exit 2 and what to do."""
+    from jobs import explain
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.setenv(name, str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    cfg = make_config(tmp_path, "publish.target=s3://recrawl-schedules",
+                      "publish.endpoint_url=http://127.0.0.1:9")
+    with pytest.raises(partitions.MissingPartitionError, match="NoCredentialsError.*--schedule staging"):
+        explain.schedule_slots(cfg, "2026-11-29", "https://h.example/p", "h.example", "published")
