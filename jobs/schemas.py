@@ -281,8 +281,9 @@ HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
     C("probe_step", "float", "the next additive step above the served ceiling (visits/day)",
       True, False),
     C("latency_baseline_ms", "float", "smoothed mean elapsed_ms of judged days", True, False),
-    C("health_verdict", "string", "bad, grown, untested or unjudged (the day's verdict)", True,
-      False),
+    C("health_verdict", "string", "bad, grown (a tested day: asked for 90 % of the limit, or "
+                                  "every fetch answered), untested or unjudged (the day's "
+                                  "verdict)", True, False),
     C("blocked_until", "timestamp", "no fetch before this instant: the latest Retry-After of a "
                                     "429/503 that reaches into the next window", True, False),
     C("cap_factor", "float", "in [0, 1]: multiply the host's daily cap by it: L / N x the share "

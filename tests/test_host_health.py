@@ -40,7 +40,7 @@ def test_health_frame_counts_the_day_and_starts_a_new_host_at_its_nominal_cap():
 
 def test_a_healthy_day_keeps_the_full_cap_and_a_host_unseen_today_keeps_its_limit():
     out = health_frame(_counts(), _none(), PARAMS, WINDOW).iloc[0]
-    assert out.health_verdict == "untested" and out.rate_limit == 200 and out.cap_factor == 1
+    assert out.health_verdict == "grown" and out.rate_limit == 200 and out.cap_factor == 1
     prev = health_frame(_counts(errors_5xx=50, throttled=50), _none(), PARAMS, WINDOW)
     quiet = _counts(fetches=0, latency_sum_ms=0.0, latency_n=0, crawl_delay_s=np.nan)
     kept = health_frame(quiet, prev, PARAMS, WINDOW + 86400).iloc[0]
@@ -80,13 +80,13 @@ def _requests(state, nominal=N):
     return int(capacity_under_limit([nominal], state["rate_limit"].to_numpy())[0])
 
 
-def simulate_quota(quotas, status=503, nominal=N, params=PARAMS):
+def simulate_quota(quotas, status=503, nominal=N, params=PARAMS, asked_share=1.0):
     """A host that silently serves ``quotas[d]`` fetches on day d and answers ``status`` to the
-    rest; every day it is asked for its whole limit. One row per day: requests, served, errors,
-    the limit the next day gets and the verdict."""
+    rest; every day it is asked for ``asked_share`` of its whole limit. One row per day:
+    requests, served, errors, the limit the next day gets and the verdict."""
     state, rows = _new_hosts(), []
     for quota in quotas:
-        asked = _requests(state, nominal)
+        asked = int(np.ceil(asked_share * _requests(state, nominal)))
         served = min(asked, quota)
         failed = asked - served
         throttled = failed if status in (429, 503) else 0
@@ -191,6 +191,16 @@ def test_asked_interval_is_the_gap_plus_the_wait_of_each_429():
     assert both.loc["b", "blocked_until"] == 80.0 and np.isnan(both.loc["b", "asked_interval_s"])
 
 
+@pytest.mark.parametrize("asked_share, quota", [(0.1, 5), (0.3, 20), (0.6, 40)])
+def test_a_recovered_host_asked_for_a_fraction_of_its_limit_still_recovers(asked_share, quota):
+    """The plan's visits to a limited host lag its limit; error-free days are tests too, so a
+    host asked 10-60 % of its limit is back to 80 % of N within a week of its recovery."""
+    days = simulate_quota([quota] * 7 + [N] * 14, asked_share=asked_share)
+    assert days.loc[1, "errors"] > 0 and days.loc[2, "next_limit"] < 0.5 * N  # it was cut
+    assert days.loc[8:14, "next_limit"].max() >= 0.8 * N
+    assert days.loc[8:, "errors"].sum() == 0
+
+
 def test_a_healthy_host_is_never_cut():
     rng = np.random.default_rng(3)
     state = _new_hosts()
@@ -246,7 +256,9 @@ def _at(limit=150.0, ceiling=160.0, step=4.0, baseline=300.0):
     (_day(150, 0, 0, 440.0), 160.0, "grown"),       # 1.47 x: not yet; back up to the ceiling
     (_day(150, 0, 0, np.nan), 160.0, "grown"),      # unknown latency is not held against it
     (_day(135, 0, 0), 160.0, "grown"),              # 90 % of the limit asked: a test
-    (_day(134, 0, 0), 150.0, "untested"),           # less: says nothing about 150
+    (_day(134, 1, 0), 150.0, "untested"),           # less, not error-free: nothing about 150
+    (_day(134, 0, 0), 160.0, "grown"),              # less, but every fetch answered
+    (_day(3, 0, 0), 160.0, "grown"),                # even a few: the plan's visits lag the limit
     (_day(4, 4, 4), 150.0, "unjudged"),             # fewer than min_fetches
 ])
 def test_one_day_of_the_rule(today, limit, verdict):

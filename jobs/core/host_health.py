@@ -23,7 +23,7 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
       β\\, r & \\text{bad day (and } S ← r) \\\\
       \\min(S,\\ L + a N) & \\text{tested good day, } L < S \\\\
       L + p,\\quad p ← 2p & \\text{tested good day, } L \\ge S \\\\
-      L & \\text{untested or unjudged day}
+      L & \\text{otherwise}
     \\end{cases}\\big)\\Big)
 
 * **Multiplicative decrease on the served rate** (β = ``rate_decrease``): a bad day's
@@ -47,10 +47,14 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   cautiously just above the known ceiling and fast once it held costs at most p₀ N errors
   every third day at a quota, and brings a host whose quota went from 0.05-0.5 N back to
   N to 0.8 N within 4-7 days (``tests/test_host_health.py``).
-* **Only a tested day grows the limit**: the host must have been asked for at least
+* **A tested day grows the limit**: the host was asked for at least
   ``rate_min_utilisation`` × L (RFC 7661's rule for a rate-limited sender: an unused window
-  says nothing about the path). A day with fewer than ``min(min_fetches, ⌊L⌋)`` fetches is not
-  judged at all.
+  says little about the path), or it answered every fetch of the day without an error. The
+  second clause is what lets a recovered host back up: the visits the plan gives a limited
+  host lag the limit (due times are lumpy), so a host asked 1-4 times a day under a limit of
+  10 would never be tested, and keep its old quota for good (issue 15's closed loop). A failed
+  probe then costs about what the plan asked above the quota. A day with fewer than
+  ``min(min_fetches, ⌊L⌋)`` fetches is not judged on its error share.
 * **Latency**: ``B`` is an exponentially weighted mean of ℓ over judged days (half-life
   ``latency_half_life_days``); a mean ℓ above ρ × B (``latency_rise``) and at least Δ_min ms
   (``latency_min_rise_ms``) above it is a bad day before any error appears. Google's
@@ -268,7 +272,11 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     err_high = wilson_lower(err, n, p.error_confidence) > p.max_error_rate
     bad = judged & (err_high | (thr_share > p.max_throttle_rate)
                     | slow | rising | probe_failed)
-    tested = judged & ~bad & (n >= p.min_utilisation * whole - 1e-9)
+    # An error-free day grows the limit too, however little was asked: the plan's visits to
+    # a limited host lag the limit (due times are lumpy), so waiting for 90 % of it left
+    # recovered hosts at their old quota for good. A failed probe costs ~ what was asked.
+    clean = ~bad & (n > 0) & (err == 0)
+    tested = (judged & ~bad & (n >= p.min_utilisation * whole - 1e-9)) | clean
 
     below = np.isfinite(ceiling) & (limit < ceiling)
     grown = np.where(below, np.minimum(ceiling, limit + p.return_step * nominal), limit + step)

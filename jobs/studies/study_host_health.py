@@ -11,9 +11,9 @@ per seed and variant:
   day by day 3, and staying there);
 * per host class (quota, recovering, throttle, healthy): requests, 503/429 answers and the
   share of them, and the mean limit L / N of the last day;
-* recovering quota hosts: days from their recovery until L >= 0.8 N, and until the limit
-  stops binding (the plan asks for less than ``rate_min_utilisation`` x L and the host serves
-  it: a limit above what the plan wants cannot be tested, RFC 7661);
+* recovering quota hosts: days from their recovery until L >= 0.8 N, and until the cap stops
+  binding the plan (``plan/dt=D``'s ``cap_binds`` false on all its pages: the host gets the
+  rates it wants, so a higher limit would change nothing);
 * freshness (truth, plain and importance-weighted) and visits/day per host class and of the
   whole web, both variants.
 
@@ -91,22 +91,21 @@ def summarise(root: Path, run, classes: pd.Series, params, first: int, days: int
         share = h["rate_limit"] / h["nominal_cap"]
         limits = {c: float(v) for c, v in share.groupby(h["cls"]).mean().items()}
     if recover_day >= 0:
-        # Per recovering host, days from its recovery until L >= 0.8 N, and until the limit
-        # stops binding (a good day that asked for less than min_utilisation x L, or L >= 0.8 N).
+        # Per recovering host, days from its recovery until L >= 0.8 N, and until its cap no
+        # longer binds the plan (plan/dt=D's cap_binds: it gets the rates it wants).
         hosts = set(classes.index[classes == "recovering"])
-        tables = [_read(root, "hosts", day_str(params, first + k))
-                  for k in range(max(recover_day - first, 0), days)]
+        span = range(max(recover_day - first, 0), days)
+        tables = [(_read(root, "hosts", day_str(params, first + k)),
+                   _read(root, "plan", day_str(params, first + k))) for k in span]
         for host in sorted(hosts):
             full = unbound = None
-            for k, t in enumerate(tables):
+            for k, (t, plan) in enumerate(tables):
                 row = t[t["host"] == host]
-                if not len(row):
-                    continue
-                r = row.iloc[0]
-                up = r["rate_limit"] >= 0.8 * r["nominal_cap"]
-                if full is None and up:
+                if full is None and len(row) and \
+                        row["rate_limit"].iloc[0] >= 0.8 * row["nominal_cap"].iloc[0]:
                     full = k + 1
-                if unbound is None and (up or r["health_verdict"] == "untested"):
+                rows = plan[plan["host"] == host] if len(plan) else plan
+                if unbound is None and len(rows) and not rows["cap_binds"].any():
                     unbound = k + 1
             recovered[host] = {"to_80pct": full, "unbound": unbound}
     return {"errors_per_day": [int(e) for e in errors],
