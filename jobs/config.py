@@ -331,8 +331,12 @@ class HealthConfig:
                                    "of the nominal cap, while below what the host served on its "
                                    "last bad day.", default=0.1)
     rate_probe_step: float = _doc("Served-rate limit: first additive step above that level, as a "
-                                  "share of the nominal cap; doubles on each good day above it.",
-                                  default=0.02)
+                                  "share of the nominal cap; grows by rate_probe_growth on each "
+                                  "good day above it.", default=0.02)
+    rate_probe_growth: float = _doc("Served-rate limit: factor of the probe step on each good day "
+                                    "above the host's last served level (2: slow start's "
+                                    "doubling; 4 brings a host from a quota 1/2000 of its cap "
+                                    "back to 0.8 of it in a week).", default=4.0)
     rate_probe_ceiling_step: float = _doc("Served-rate limit: the first step above that level after "
                                           "a bad day is also at most this share of the fetches "
                                           "the host served that day (at least 1 visit).",
@@ -497,6 +501,7 @@ def _validate_rate_limit(h: HealthConfig) -> None:
     checks = (("max_throttle_rate", 0 <= h.max_throttle_rate <= 1, "in [0, 1]"),
               ("error_confidence", 0 <= h.error_confidence < 1, "in [0, 1)"),
               ("rate_probe_ceiling_step", 0 < h.rate_probe_ceiling_step <= 1, "in (0, 1]"),
+              ("rate_probe_growth", 1 <= h.rate_probe_growth <= 16, "in [1, 16]"),
               ("rate_decrease", 0 < h.rate_decrease < 1, "in (0, 1)"),
               ("rate_return_step", 0 < h.rate_return_step <= 1, "in (0, 1]"),
               ("rate_probe_step", 0 < h.rate_probe_step <= 1, "in (0, 1]"),

@@ -56,7 +56,7 @@ def rate_limit_params(cfg: Config) -> host_health.RateLimitParams:
         return_step=h.rate_return_step, probe_step=h.rate_probe_step, floor=h.rate_floor,
         min_utilisation=h.rate_min_utilisation, min_fetches=h.min_fetches,
         max_retry_after_s=h.max_retry_after_s, error_confidence=h.error_confidence,
-        probe_ceiling_step=h.rate_probe_ceiling_step)
+        probe_ceiling_step=h.rate_probe_ceiling_step, probe_growth=h.rate_probe_growth)
 
 
 def trust_params(cfg: Config) -> trust.TrustParams:

@@ -1,4 +1,6 @@
 """Host health: the served-rate limit of issue 15 and the hosts table's health columns."""
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -126,14 +128,15 @@ def test_a_small_quota_behind_a_large_cap_costs_few_errors_per_probe(quota):
     assert days.loc[3:, "served"].mean() >= 0.9 * quota - 1
 
 
+@pytest.mark.parametrize("nominal", [N, 1600])           # N / Q = 5, 40
 @pytest.mark.parametrize("raised_on", [8, 9, 10, 11])   # every phase of the probe cycle
-def test_a_recovered_host_is_back_to_80_percent_of_nominal_within_a_week(raised_on):
-    quotas = [40] * (raised_on - 1) + [N] * 14
-    days = simulate_quota(quotas)
+def test_a_recovered_host_is_back_to_80_percent_of_nominal_within_a_week(raised_on, nominal):
+    quotas = [40] * (raised_on - 1) + [nominal] * 14
+    days = simulate_quota(quotas, nominal=nominal)
     week = days.loc[raised_on:raised_on + 6]
-    assert week["asked"].max() >= 0.8 * N
+    assert week["asked"].max() >= 0.8 * nominal
     assert days.loc[raised_on:, "errors"].sum() == 0
-    assert days["asked"].max() <= N
+    assert days["asked"].max() <= nominal
 
 
 def simulate_throttle(interval_s, days=14, nominal=N, params=PARAMS):
@@ -274,16 +277,20 @@ def test_a_stray_error_among_few_fetches_is_not_a_bad_day(errors, verdict):
     assert out["health_verdict"].iloc[0] == verdict
 
 
-def test_probing_above_the_ceiling_doubles_and_a_bad_day_resets_it():
+@pytest.mark.parametrize("growth, expected", [(2.0, [164.0, 172.0, 188.0]),
+                                               (4.0, [164.0, 180.0, 200.0])])
+def test_probing_above_the_ceiling_grows_and_a_bad_day_resets_it(growth, expected):
+    params = replace(PARAMS, probe_growth=growth)
     state = _at(limit=160.0, ceiling=160.0, step=4.0)
     limits = []
     for _ in range(3):
-        state = next_rate_limit(state, _day(int(state["rate_limit"].iloc[0])), [N], PARAMS)
+        state = next_rate_limit(state, _day(int(state["rate_limit"].iloc[0])), [N], params)
         limits.append(state["rate_limit"].iloc[0])
-    assert limits == [164.0, 172.0, 188.0]
-    state = next_rate_limit(state, _day(188, 20, 20), [N], PARAMS)
-    assert state["rate_limit"].iloc[0] == pytest.approx(0.9 * 168)
-    assert state["served_ceiling"].iloc[0] == 168
+    assert limits == expected  # step 4, then x growth; never above N = 200
+    asked = int(limits[-1])
+    state = next_rate_limit(state, _day(asked, 20, 20), [N], params)
+    assert state["rate_limit"].iloc[0] == pytest.approx(0.9 * (asked - 20))
+    assert state["served_ceiling"].iloc[0] == asked - 20
     assert state["probe_step"].iloc[0] == pytest.approx(PARAMS.probe_step * N)
 
 

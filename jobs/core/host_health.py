@@ -22,7 +22,7 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
     L_{D+1} = \\min\\Big(N,\\ \\max\\big(L_{floor},\\ \\begin{cases}
       β\\, r & \\text{bad day (and } S ← r) \\\\
       \\min(S,\\ L + a N) & \\text{tested good day, } L < S \\\\
-      L + p,\\quad p ← 2p & \\text{tested good day, } L \\ge S \\\\
+      L + p,\\quad p ← g p & \\text{tested good day, } L \\ge S \\\\
       L & \\text{otherwise}
     \\end{cases}\\big)\\Big)
 
@@ -33,15 +33,21 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   previous request + Retry-After, :func:`asked_interval`; a throttle host hit faster than
   that fails every request, so ``s`` alone would starve it). ``S`` (``served_ceiling``)
   remembers ``r``; a host whose ``r`` came from its stated spacing is not probed above it
-  (``p ← 0``: one visit more than it allows, spread evenly, makes every visit fail). A day asked for more than ``S`` that served no
-  more than ``S`` and failed the rest is bad whatever its error share (a failed probe: the
+  (``p ← 0``: one visit more than it allows, spread evenly, makes every visit fail). A day
+  asked for more than ``S`` that served no more than ``S`` and failed the rest is bad whatever its error share (a failed probe: the
   quota has not moved).
 * **Additive increase**, two speeds: back up to ``S`` by ``a N`` a day (``rate_return_step``),
   then above it by a probe ``p`` that starts at min(``rate_probe_step`` × N,
   max(1, ``rate_probe_ceiling_step`` × r)) after each bad day (a failed probe costs about p
   errors, so it must be small beside a small quota) and
-  doubles on every good day spent above ``S`` (the convex "max probing" of CUBIC, Ha, Rhee &
-  Xu 2008 / RFC 9438). Why not one constant step α: a quota host's overshoot day costs about
+  grows by the factor g (``rate_probe_growth``) on every good day spent above ``S`` (the
+  convex "max probing" of CUBIC, Ha, Rhee & Xu 2008 / RFC 9438; slow start's doubling is
+  g = 2). A quota that has not moved fails the first, small probe, so g only speeds up hosts
+  whose probes keep succeeding: from a quota Q (first probe 0.1 Q) back to 0.8 N takes one
+  day back to Q and about log_g(1 + 8 (g − 1)(0.8 N / Q − 1)) probes: the limit is back
+  within 7 days for N / Q up to ~170 with g = 4 (g = 2: ~10), and used within the week for
+  N / Q up to ~40 (``tests/test_host_health.py``); hosts whose cap is thousands of times their old quota take
+  longer, but the limit stops binding the plan long before (issue 15's study). Why not one constant step α: a quota host's overshoot day costs about
   α errors and its day 1 ``N − Q``, so "errors −90 %" needs α ≲ 0.1 (N − Q), while "back to
   80 % of N within a week" from 0.2 N needs α ≳ 0.09 N — both only by luck. Probing
   cautiously just above the known ceiling and fast once it held costs at most p₀ N errors
@@ -193,6 +199,7 @@ class RateLimitParams:
     max_retry_after_s: float      # longest wait one Retry-After may impose
     error_confidence: float       # Wilson level of the error-share test (0: the plain share)
     probe_ceiling_step: float     # first probe after a bad day: at most this x what it served
+    probe_growth: float           # g, the probe's factor on each good day above the ceiling
 
 
 def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -290,7 +297,8 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     # would cost the whole day, as evenly spread visits closer than its spacing all fail.
     reset_step = np.where((asked_rate > 0) & (asked_rate >= served), 0.0, reset_step)
     new_step = np.where(bad, reset_step,
-                        np.where(tested & ~below, np.minimum(2.0 * step, np.maximum(nominal, 1.0)),
+                        np.where(tested & ~below,
+                                 np.minimum(p.probe_growth * step, np.maximum(nominal, 1.0)),
                                  step))
     weight = 1.0 - np.exp2(-1.0 / p.latency_half_life_days)
     seen = judged & known
