@@ -34,25 +34,23 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   that fails every request, so ``s`` alone would starve it). ``S`` (``served_ceiling``)
   remembers ``r``; a host whose ``r`` came from its stated spacing is not probed above it
   (``p ← 0``: one visit more than it allows, spread evenly, makes every visit fail). A day
-  asked for more than ``S`` that served no more than ``S`` and failed the rest is bad whatever its error share (a failed probe: the
-  quota has not moved).
+  asked for more than ``S`` that served no more than ``S`` and failed the rest is bad
+  whatever its error share (a failed probe: the quota has not moved).
 * **Additive increase**, two speeds: back up to ``S`` by ``a N`` a day (``rate_return_step``),
   then above it by a probe ``p`` that starts at min(``rate_probe_step`` × N,
   max(1, ``rate_probe_ceiling_step`` × r)) after each bad day (a failed probe costs about p
-  errors, so it must be small beside a small quota) and
-  grows by the factor g (``rate_probe_growth``) on every good day spent above ``S`` (the
-  convex "max probing" of CUBIC, Ha, Rhee & Xu 2008 / RFC 9438; slow start's doubling is
-  g = 2). A quota that has not moved fails the first, small probe, so g only speeds up hosts
-  whose probes keep succeeding: from a quota Q (first probe 0.1 Q) back to 0.8 N takes one
-  day back to Q and about log_g(1 + 8 (g − 1)(0.8 N / Q − 1)) probes: the limit is back
-  within 7 days for N / Q up to ~170 with g = 4 (g = 2: ~10), and used within the week for
-  N / Q up to ~40 (``tests/test_host_health.py``); hosts whose cap is thousands of times their old quota take
-  longer, but the limit stops binding the plan long before (issue 15's study). Why not one constant step α: a quota host's overshoot day costs about
-  α errors and its day 1 ``N − Q``, so "errors −90 %" needs α ≲ 0.1 (N − Q), while "back to
-  80 % of N within a week" from 0.2 N needs α ≳ 0.09 N — both only by luck. Probing
-  cautiously just above the known ceiling and fast once it held costs at most p₀ N errors
-  every third day at a quota, and brings a host whose quota went from 0.05-0.5 N back to
-  N to 0.8 N within 4-7 days (``tests/test_host_health.py``).
+  errors, so it must be small beside a small quota) and grows by the factor g
+  (``rate_probe_growth``) on every good day spent above ``S`` (the convex "max probing" of
+  CUBIC, Ha, Rhee & Xu 2008 / RFC 9438; slow start's doubling is g = 2). Why not one
+  constant step α: a quota host's overshoot day costs about α errors and its day 1 ``N − Q``,
+  so "errors −90 %" needs α ≲ 0.1 (N − Q), while "back to 80 % of N within a week" from
+  0.2 N needs α ≳ 0.09 N — both only by luck. A quota that has not moved fails the first,
+  small probe, so g only speeds up hosts whose probes keep succeeding: from a quota Q (first
+  probe 0.1 Q) back to 0.8 N takes one day back to Q and about
+  log_g(1 + 8 (g − 1)(0.8 N / Q − 1)) probes. The limit is back within 7 days for N / Q up to
+  ~170 with g = 4 (g = 2: ~10), and used within the week for N / Q up to ~40
+  (``tests/test_host_health.py``); a host whose cap is thousands of times its old quota takes
+  longer, but its limit stops binding the plan long before (docs/backtest.md, "Host health").
 * **A tested day grows the limit**: the host was asked for at least
   ``rate_min_utilisation`` × L (RFC 7661's rule for a rate-limited sender: an unused window
   says little about the path), or it answered every fetch of the day without an error. The
@@ -86,6 +84,7 @@ import pandas as pd
 from jobs.core import http_fields
 from jobs.core.observations import wilson_lower
 from jobs.core.plan import host_cap
+from jobs.core.times import DAY_S
 
 #: The hosts table's health columns (jobs.schemas.HOSTS), in order.
 HEALTH_COLUMNS = ("fetches_today", "timeouts_today", "errors_5xx_today", "throttled_429_today",
@@ -175,7 +174,6 @@ def health_frame(today: pd.DataFrame, prev: pd.DataFrame, params: "RateLimitPara
 RATE_STATE_COLUMNS = ("rate_limit", "served_ceiling", "probe_step", "latency_baseline_ms")
 #: Today's per-host counts it reads.
 RATE_DAY_COLUMNS = ("fetches", "errors", "throttled", "mean_latency_ms", "asked_interval_s")
-DAY_S = 86400.0
 VERDICTS = ("bad", "grown", "untested", "unjudged")
 
 
