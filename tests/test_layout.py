@@ -76,6 +76,8 @@ def test_module_imports_follow_the_layout(module):
     problems += [m for m in imported if under(m, FORBIDDEN.get(package, ()))]
     if module in STAGES:
         problems += [m for m in imported if m in STAGES and m != module]
+    # Production code never leans on test code (the backtest's S3 server is jobs.sim's).
+    problems += [m for m in MODULES[module] if under(m, ("tests",))]
     if under(module, NO_PYSPARK):
         problems += [m for m in MODULES[module] if under(m, ("pyspark",))]
     assert not problems, f"{module} ({package}) may not import {sorted(set(problems))}"

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from jobs.config import load_config
     from jobs.spark_session import get_spark
-    from tests.s3server import MotoS3Server, dummy_aws_env
+    from jobs.sim.s3server import MotoS3Server, dummy_aws_env
 
     command = "python -m jobs.backtest " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     workdir, out = Path(args.workdir), Path(args.out)

@@ -1,7 +1,8 @@
 """Synthetic web with ground truth, simulated fetcher and exact freshness accounting.
 
 Entry points: :class:`WebParams`, :class:`SyntheticWeb`, :class:`Simulation`
-(step one day at a time with a planner schedule), :func:`run_history`.
+(step one day at a time with a planner schedule), :func:`run_history`; the harness's
+loopback S3 server is :mod:`jobs.sim.s3server` (the tests use it too).
 
 Imports only ``sim``, ``schemas`` (the contracts it writes) and ``fleet``; never the stages,
 so the world the planner is scored against cannot see the planner.

@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from jobs.config import load_config
     from jobs.spark_session import get_spark
-    from tests.s3server import MotoS3Server, dummy_aws_env
+    from jobs.sim.s3server import MotoS3Server, dummy_aws_env
 
     recover_day = args.history_days + args.recover_after
     web = (f"quota_host_share={args.quota_share}", f"throttle_host_share={args.throttle_share}",
