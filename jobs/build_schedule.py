@@ -70,13 +70,18 @@ def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_en
 
 def with_host_limits(spark, cfg: Config, run_date: str, selected):
     """Each row's host's Retry-After wait (``_blocked_s``, epoch seconds, NaN: none) and
-    whether it is under a served-rate limit (``_limited``: L < N), from the committed
-    hosts/dt=D allocate planned with (jobs.core.plan.place_host_visits uses them)."""
+    whether its visits are spread evenly over the day (``_limited``): it is under a
+    served-rate limit (L < N) or it has struggled before (a ``served_ceiling``: a host whose
+    429s asked for 174 s between requests but whose robots.txt says 1.7 s and whose cap
+    comes from ``max_fetches_per_day`` is not limited, yet its overdue visits packed 1.7 s
+    apart at midnight all answered 429). From the committed hosts/dt=D allocate planned
+    with (jobs.core.plan.place_host_visits uses them)."""
     from pyspark.sql import functions as F
 
     files = partitions.committed_files(cfg.paths.table("hosts", run_date), "hosts")
     cols = [F.col("blocked_until").cast("double").alias("_blocked_s"),
-            (F.col("rate_limit") < F.col("nominal_cap")).alias("_limited")]
+            ((F.col("rate_limit") < F.col("nominal_cap"))
+             | F.col("served_ceiling").isNotNull()).alias("_limited")]
     if files:
         hosts = ingest.project(spark.read.parquet(*files), schemas.HOSTS).select("host", *cols)
         selected = selected.join(hosts.dropDuplicates(["host"]), "host", "left")

@@ -194,6 +194,29 @@ def test_a_limited_blocked_host_gets_its_share_after_its_wait_spread_evenly(spar
     assert len(small) and epoch_seconds(small.not_before).min() < wait.timestamp()
 
 
+def test_a_host_that_struggled_before_is_spread_even_at_its_full_cap(spark, lanes_root,
+                                                                     tmp_path):
+    """A throttle host (issue 15) whose 429s asked for 174 s between requests (its
+    served_ceiling, 495/day) but whose cap, 60, comes from elsewhere is not under a limit
+    (L = N); its visits must still not be packed a crawl delay apart at midnight."""
+    import shutil
+
+    root = str(tmp_path / "struggled")
+    shutil.copytree(lanes_root, root)
+    shutil.rmtree(os.path.join(root, "hosts"))
+    tiny_web.write_committed(root, "hosts", [{
+        "host": "big.example", "cap_factor": 1.0, "trust_etag": False, "trust_lm": True,
+        "audit_wanted": False, "nominal_cap": 60.0, "rate_limit": 60.0,
+        "served_ceiling": 495.0}], "2026-11-02")
+    cfg = make_config(root, "policy.name=optimal", "budget.daily_fetches=60")
+    allocate.run(cfg, "2026-11-02", spark)
+    build_schedule.run(cfg, "2026-11-02", spark)
+    sched = _schedule(root)
+    big = np.sort(epoch_seconds(sched[sched.host == "big.example"].not_before))
+    assert len(big) >= 2
+    assert np.diff(big).min() >= 86400 / len(big) - 1e-3
+
+
 def test_url_hash_is_sparks_xxhash64(spark):
     # jobs.core.url_hash.xxh64 (the audit sample's hash) is the standard XXH64, which Spark's
     # xxhash64 also is (seed 42): random strings of every length branch, multibyte UTF-8.
