@@ -49,7 +49,7 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
               else F.lit(None).cast("timestamp"))
     known = state.select(
         "host", "url", "lane", "lambda_hat", "importance", "interval_s", "last_fetch_at",
-        "last_success_at", "etag", "last_modified", "gone",
+        "last_success_at", "last_status", "etag", "last_modified", "gone",
         F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"))
 
     frontier, bad_frontier = ingest.read_frontier(spark, cfg, run_date)
@@ -63,6 +63,7 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
                        F.lit(None).cast("double").alias("interval_s"),
                        F.lit(None).cast("timestamp").alias("last_fetch_at"),
                        F.lit(None).cast("timestamp").alias("last_success_at"),
+                       F.lit(None).cast("int").alias("last_status"),
                        F.lit(None).cast("string").alias("etag"),
                        F.lit(None).cast("string").alias("last_modified"),
                        F.lit(False).alias("gone"), F.lit("full").alias("method_hint"),

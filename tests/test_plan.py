@@ -28,7 +28,7 @@ def test_host_cap_takes_the_stricter_limit():
 def test_due_visits_are_evenly_spaced_and_ranked():
     pages = pd.DataFrame({
         "url": ["fast", "slow", "new"], "rate": [4.0, 0.5, 1.0],
-        "last_fetch_s": [W0 - 3 * 3600, W0 - 86400, np.nan],
+        "rhythm_from_s": [W0 - 3 * 3600, W0 - 86400, np.nan],
         "last_success_s": [W0 - 3 * 3600, W0 - 86400, np.nan],
         "lambda_hat": [2.0, 0.1, 0.0], "importance": [1.0, 1.0, 3.0],
         "lane": ["refresh", "refresh", "discovery"]})
@@ -207,7 +207,7 @@ def test_audit_sample_is_fetched_in_full_whatever_the_policy():
 def test_overdue_pages_resume_their_rhythm_instead_of_piling_up():
     pages = pd.DataFrame({
         "url": ["slow", "quick", "never"], "rate": [0.5, 2.5, 0.5],
-        "last_fetch_s": [W0 - 3 * 86400, W0 - 1.1 * 86400, np.nan],
+        "rhythm_from_s": [W0 - 3 * 86400, W0 - 1.1 * 86400, np.nan],
         "last_success_s": [W0 - 3 * 86400, W0 - 1.1 * 86400, np.nan],
         "lambda_hat": [0.1, 1.0, 0.1], "importance": [1.0, 1.0, 1.0],
         "lane": ["refresh", "refresh", "refresh"]})
@@ -228,7 +228,7 @@ def test_resumed_rhythm_matches_the_planned_rates_on_average():
     rate = np.exp(rng.uniform(np.log(0.05), np.log(6.0), n))
     last = W0 - rng.uniform(0, 20, n) * 86400.0  # many overdue by up to 20 days
     pages = pd.DataFrame({"url": [f"u{i}" for i in range(n)], "rate": rate,
-                          "last_fetch_s": last, "last_success_s": last,
+                          "rhythm_from_s": last, "last_success_s": last,
                           "lambda_hat": 1.0, "importance": 1.0, "lane": "refresh"})
     due = len(plan.due_visits(pages, W0, W1))
     assert abs(due - rate.sum()) < 0.05 * rate.sum()
@@ -254,3 +254,34 @@ def test_a_limited_host_is_spread_over_the_window_and_a_blocked_one_starts_after
     np.testing.assert_array_equal(full * 1e6, np.round(full * 1e6))
     # a wait past the window leaves no room: the allocator gave the host no visits
     assert len(plan.place_host_visits(np.array([]), 10.0, W0, W1, not_before=W1 + 5)) == 0
+
+
+def test_a_failed_fetch_does_not_push_the_pages_rhythm_a_period_away():
+    """Issue 15: a host answered 503 to a whole day of fetches. Anchored at those failed
+    fetches its pages would all be due together a period later and almost none before; from
+    their last success (spread over the last 10 days) about one tenth are due every day, and
+    a page that never succeeded is due at once."""
+    n = 100
+    pages = _host(n, interval_s=10 * 86400.0, delay=60.0)   # period 10 days, cap 1440
+    pages["last_fetch_at"] = pd.to_datetime([W0 - 3600] * n, unit="s", utc=True)
+    success = W0 - 86400.0 * (1 + np.arange(n) % 10) - 7200.0
+    pages["last_success_at"] = pd.to_datetime(success, unit="s", utc=True)
+    before = _visits(plan_bucket(pages, _ctx()))
+    assert len(before) == 0                                   # no last_status: last fetch
+    pages["last_status"] = pd.array([503] * n, dtype="Int32")
+    after = _visits(plan_bucket(pages, _ctx()))
+    assert len(after) == n // 10                              # the ones a period after success
+    pages.loc[0, "last_success_at"] = pd.NaT
+    assert len(_visits(plan_bucket(pages, _ctx()))) == n // 10 + 1
+    ok = pages.assign(last_status=pd.array([200] * n, dtype="Int32"))
+    assert len(_visits(plan_bucket(ok, _ctx()))) == 0        # a fetch that got an answer counts
+
+
+@pytest.mark.parametrize("status, anchored_at", [
+    (200, "fetch"), (304, "fetch"), (404, "fetch"), (410, "fetch"), (None, "fetch"),
+    (0, "success"), (429, "success"), (500, "success"), (503, "success"), (599, "success")])
+def test_rhythm_anchor_is_the_last_success_after_a_failed_fetch(status, anchored_at):
+    from jobs.core.host_plan import rhythm_anchor
+    pages = pd.DataFrame({"last_status": pd.array([status], dtype="Int32")})
+    out = rhythm_anchor([W0 - 60.0], [W0 - 5000.0], pages)
+    assert out[0] == (W0 - 60.0 if anchored_at == "fetch" else W0 - 5000.0)

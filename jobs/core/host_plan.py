@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import http_fields, lanes, plan, plan_table, plan_work
+from jobs.core import observations as ob
 from jobs.core.audit_sample import day_unit
 from jobs.core.freshness import freshness
 from jobs.core.host_groups import HostGroups
@@ -145,6 +146,24 @@ def _health_withheld(b: plan_work.Bucket, rate: np.ndarray, ctx: PlanContext) ->
     return np.clip(wanted - got, 0.0, None)
 
 
+def rhythm_anchor(last_fetch_s, last_success_s, pages: pd.DataFrame) -> np.ndarray:
+    """The instant each page's visit rhythm runs from (:func:`jobs.core.plan.due_visits`):
+    its last fetch, or its last success when the last fetch failed (status 0, 429, 5xx:
+    :func:`jobs.core.observations.is_error`; NaN when it never succeeded, so it is due at
+    the window start). A failed visit did not see the page, so it should not push the next
+    one a whole period away: a host's 503 storm would otherwise leave its pages due in a
+    lump one period later and almost none due in between, and a host under a served-rate
+    limit would get a fraction of its limit on the days it recovers (issue 15). The host's
+    cap still bounds how many of them go out in one day. ``pages`` without ``last_status``
+    (older callers) keep the last fetch."""
+    last_fetch = np.asarray(last_fetch_s, dtype=float)
+    if "last_status" not in pages:
+        return last_fetch
+    status = pd.to_numeric(pages["last_status"]).to_numpy(dtype=float)
+    failed = np.isfinite(status) & ob.is_error(np.nan_to_num(status, nan=200.0))
+    return np.where(failed, np.asarray(last_success_s, dtype=float), last_fetch)
+
+
 def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     """Pass 3: every host's capped candidate visits, best first, plus one figures row per
     host (``url`` null, :data:`HOST_FIGURES`; the visits leave those columns null) and one
@@ -166,12 +185,13 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     known, gone = work["known"].to_numpy(), work["gone"].to_numpy()
     # A trusted push signal newer than the last fetch: due now, P(changed) = 1.
     signal = (~np.isnan(signal_at) & (np.isnan(last_fetch) | (signal_at > last_fetch)) & known)
+    rhythm_from = rhythm_anchor(last_fetch, last_success, pages)
     period = 86400.0 / np.where(rate > 0, rate, 1.0)
     page_cols = {
         "page": np.arange(len(pages)), "url": work["url"].to_numpy(), "rate": rate,
         "lambda_hat": work["lambda_hat"].to_numpy(), "importance": work["importance"].to_numpy(),
         "signal": signal, "method_hint": pages["method_hint"].to_numpy(dtype=object),
-        "last_fetch_s": np.where(signal, ctx.window_start - period, last_fetch),
+        "rhythm_from_s": np.where(signal, ctx.window_start - period, rhythm_from),
         "last_success_s": np.where(signal, np.nan, last_success),
     }
     lane = work["lane"].to_numpy()

@@ -53,8 +53,10 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     Parameters
     ----------
     pages : DataFrame
-        Columns ``url``, ``rate`` (visits/day, > 0), ``last_fetch_s`` (epoch seconds, NaN
-        if never fetched), ``last_success_s``, ``lambda_hat``, ``importance``, ``lane``.
+        Columns ``url``, ``rate`` (visits/day, > 0), ``rhythm_from_s`` (epoch seconds the
+        visit rhythm runs from, NaN if never fetched: the last fetch that did not fail,
+        :func:`jobs.core.host_plan.rhythm_anchor`), ``last_success_s``, ``lambda_hat``,
+        ``importance``, ``lane``.
     window_start, window_end : float
         Epoch seconds.
     resume_rhythm : bool
@@ -70,7 +72,7 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     if np.any(~(rate > 0)):
         raise ValueError("every page needs a positive visit rate")
     period = DAY_S / rate
-    last = pages["last_fetch_s"].to_numpy(dtype=float)
+    last = pages["rhythm_from_s"].to_numpy(dtype=float)
     if resume_rhythm:
         # Next grid point last + k * period (k >= 1) at or after the window start.
         k_next = np.maximum(1.0, np.ceil((window_start - last) / period - 1e-9))
