@@ -103,6 +103,10 @@ def solve_levels(spark, cfg: Config, buckets, window_start: float, window_end: f
     policy = ctx.policy
     f_high = min(ctx.f_max, max(float(bp.daily_fetches), 1.0))
     hosts, bins, counts = _summaries(buckets, ctx, ctx.f_min, f_high)
+    # Passes 2-3 plan only the audits the cut can keep; pass 1 counted all that are due.
+    keep = lanes.audit_keep(lanes.share_targets(bp)["audit"], float(hosts["n_audit"].sum()))
+    ctx = replace(ctx, audit_keep=keep)
+    hosts = hosts.assign(n_audit=hosts["n_audit"].to_numpy(dtype=float) * keep)
 
     def budgets_for(demand=None) -> lanes.LaneBudgets:
         # fast_floor: the policy prices fast pages too, with their lane rate as a floor, so
@@ -114,7 +118,7 @@ def solve_levels(spark, cfg: Config, buckets, window_start: float, window_end: f
     lb = budgets_for()
     ctx = replace(ctx, fast_rate=lb.fast_rate, discovery_min_bin=lb.discovery_min_bin)
     info = {"policy": cfg.policy.name, "fast_rate": lb.fast_rate, "fast_budget": lb.fast,
-            "audit_budget": lb.audit, "hosts_planned": int(len(hosts)),
+            "audit_budget": lb.audit, "audit_keep": keep, "hosts_planned": int(len(hosts)),
             "refresh_value": None, "discovery_value": None, "policy_level": None,
             "floors_affordable": True, "grid_covered": None, "spark_passes": 2}
 

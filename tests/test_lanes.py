@@ -214,3 +214,23 @@ def test_driver_and_host_count_the_discovery_claim_alike():
     old_gone = min(10, 60 * GONE)
     old_need = min(10 - old_gone, 900 * F_MIN) + 450 * F_MIN
     assert old_need > 20 - 10 - old_gone
+
+
+@pytest.mark.parametrize("target, due, keep", [
+    (15, 10, 1.0), (15, 15, 1.0), (0, 0, 1.0), (0, 50, 0.0),
+    (15, 300, (15 + 2 * 15 ** 0.5 + 1) / 300), (100, 110, 1.0)])
+def test_audit_keep_is_the_share_the_cut_can_keep_with_a_margin(target, due, keep):
+    assert lanes.audit_keep(target, due) == pytest.approx(keep)
+
+
+def test_thinned_audits_rarely_fall_short_of_the_audit_budget():
+    """300 due audits for a budget of 15 (the backtest's sample): thinned by the audit
+    priority hash, the day keeps >= 15 on >= 95 % of days, and ~ 15 + 2 sqrt(15) + 1 on
+    average (not 300 claiming host capacity)."""
+    from jobs.core.plan_work import audit_priority
+
+    urls = np.array([f"https://h{i % 40}.example/p{i}" for i in range(300)], dtype=object)
+    q = lanes.audit_keep(15, len(urls))
+    kept = np.array([(audit_priority(urls, day) > 1 - q).sum() for day in range(400)])
+    assert (kept >= 15).mean() >= 0.95
+    assert kept.mean() == pytest.approx(15 + 2 * 15 ** 0.5 + 1, rel=0.08)

@@ -285,3 +285,20 @@ def test_rhythm_anchor_is_the_last_success_after_a_failed_fetch(status, anchored
     pages = pd.DataFrame({"last_status": pd.array([status], dtype="Int32")})
     out = rhythm_anchor([W0 - 60.0], [W0 - 5000.0], pages)
     assert out[0] == (W0 - 60.0 if anchored_at == "fetch" else W0 - 5000.0)
+
+
+def test_audits_the_cut_cannot_keep_do_not_take_a_limited_hosts_cap():
+    """Issue 15: a host limited to 13 visits a day with 113 pages, a tenth of them in the
+    day's audit sample. Every due audit claimed the cap first (12 of 13 slots) and the cut,
+    keeping 15 audits of 300 across the web, dropped nearly all of them: the host got 1-4
+    fetches a day under a limit of 13. With ``audit_keep`` only the audits the cut can keep
+    claim a slot; refresh gets the rest of the cap."""
+    n = 113
+    pages = _host(n, interval_s=86400.0, delay=6400.0)    # cap 13, every page due
+    full = plan_bucket(pages, _ctx(audit_rate=0.1))
+    assert full.cap.dropna().iloc[0] == 13
+    audits = (_visits(full).lane == "audit").sum()
+    assert audits >= 8 and len(_visits(full)) == 13
+    thinned = _visits(plan_bucket(pages, _ctx(audit_rate=0.1, audit_keep=0.08)))
+    assert len(thinned) == 13 and (thinned.lane == "audit").sum() <= 3
+    assert (thinned.lane == "refresh").sum() >= 10

@@ -26,7 +26,6 @@ import pandas as pd
 
 from jobs.core import http_fields, lanes, plan, plan_table, plan_work
 from jobs.core import observations as ob
-from jobs.core.audit_sample import day_unit
 from jobs.core.freshness import freshness
 from jobs.core.host_groups import HostGroups
 from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context, re-exported)
@@ -107,11 +106,7 @@ def _audit_visits(page_cols: dict, b, ctx: PlanContext) -> pd.DataFrame:
     elapsed = (due - np.nan_to_num(a["last_success_s"].to_numpy(), nan=-np.inf)) / 86400.0
     a["p_changed"] = np.where(np.isinf(elapsed), 1.0,
                               -np.expm1(-a["lambda_hat"].to_numpy() * np.maximum(elapsed, 0)))
-    # A policy-independent priority: a uniform hash of (URL, day) in (0, 1]. The budget
-    # cut and the host cap rank an over-full audit lane by it, so the audits kept are a
-    # random subset of the due sample; importance x P(changed) would keep the pages most
-    # likely stale and bias the audit's freshness estimate down.
-    a["priority"] = 1.0 - day_unit(a["url"].to_numpy(dtype=object), ctx.day_index)
+    a["priority"] = plan_work.audit_priority(a["url"].to_numpy(dtype=object), ctx.day_index)
     return a
 
 

@@ -254,6 +254,29 @@ def share_targets(params: BudgetParams) -> dict:
             "discovery": math.floor(params.discovery_share * b)}
 
 
+def audit_keep(target: int, due: float) -> float:
+    r"""Share :math:`q` of the day's due audit visits that claim host capacity.
+
+    The cut keeps at most :math:`T_a` audits (the highest hash priorities of a uniform
+    random subset), so when :math:`n` > :math:`T_a` are due, the others would claim host
+    capacity only to be dropped: a host limited to 13 visits a day lost 12 of them to audits
+    of which the cut kept one or two (issue 15). Thinning by the same hash keeps
+    :math:`\mathrm{Binomial}(n, q)` of them, with
+
+    .. math:: q = \min\Big(1, \frac{T_a + 2\sqrt{T_a} + 1}{n}\Big),
+
+    two standard deviations above :math:`T_a`, so the audit lane is rarely short (what it
+    leaves flows to refresh, :func:`cut_budgets`) and the sample stays uniform.
+    """
+    if not (target >= 0 and due >= 0):
+        raise ValueError("target and due must be >= 0")
+    if due <= target:
+        return 1.0
+    if target == 0:
+        return 0.0
+    return float(min(1.0, (target + 2.0 * math.sqrt(target) + 1.0) / due))
+
+
 @dataclass(frozen=True)
 class HostReservations:
     """What each host's cap gives each lane, in claim order (arrays, one entry per host)."""

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import lanes
+from jobs.core.audit_sample import day_unit
 from jobs.core.host_groups import HostGroups
 from jobs.core.times import epoch_seconds
 
@@ -57,6 +58,7 @@ class PlanContext:
     discovery_min_bin: Optional[int] = None   # None: every frontier URL is a candidate
     level: Any = None                         # float or MultiplierSolution (pass 3)
     max_visits_per_url: int = 24
+    audit_keep: float = 1.0                   # share of due audits the cut can keep (lanes.audit_keep)
 
     @property
     def day_index(self) -> int:
@@ -125,12 +127,22 @@ def prepare(pages: pd.DataFrame, ctx: PlanContext, groups: HostGroups | None = N
     lane = np.where(~known, "discovery", np.where(fast, "fast", "refresh")).astype(object)
     audit, offset = lanes.audit_due(urls, ctx.audit_rate, ctx.audit_cadence_days,
                                     ctx.day_index)
+    if ctx.audit_keep < 1.0:  # only the audits the day's cut can keep claim a host's cap
+        audit &= audit_priority(urls, ctx.day_index) > 1.0 - ctx.audit_keep
     interval = pages["interval_s"].to_numpy(dtype=float)
     return pd.DataFrame({
         "url": urls, "lane": lane, "known": known, "gone": gone, "lambda_hat": lam,
         "importance": imp, "interval_s": np.where(np.isnan(interval), ctx.initial_s, interval),
         "audit": audit & known & ~gone, "audit_offset_s": offset,
     })
+
+
+def audit_priority(urls, day_index: int) -> np.ndarray:
+    """An audit visit's priority: a uniform hash of (URL, day) in (0, 1]. The budget cut
+    and the host cap rank an over-full audit lane by it, so the audits kept are a random
+    subset of the due sample; importance x P(changed) would keep the pages most likely
+    stale and bias the audit's freshness estimate down."""
+    return 1.0 - day_unit(np.asarray(urls, dtype=object), day_index)
 
 
 def host_capacity(pages: pd.DataFrame, groups: HostGroups | None = None) -> np.ndarray:
