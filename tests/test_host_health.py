@@ -82,13 +82,16 @@ def _requests(state, nominal=N):
     return int(capacity_under_limit([nominal], state["rate_limit"].to_numpy())[0])
 
 
-def simulate_quota(quotas, status=503, nominal=N, params=PARAMS, asked_share=1.0):
+def simulate_quota(quotas, status=503, nominal=N, params=PARAMS, asked_share=1.0,
+                   demand=np.inf):
     """A host that silently serves ``quotas[d]`` fetches on day d and answers ``status`` to the
-    rest; every day it is asked for ``asked_share`` of its whole limit. One row per day:
-    requests, served, errors, the limit the next day gets and the verdict."""
+    rest; every day it is asked for ``asked_share`` of its whole limit, at most ``demand``
+    (what the plan wants of it; one value, or one per day). One row per day: requests, served, errors, the limit the
+    next day gets and the verdict."""
     state, rows = _new_hosts(), []
-    for quota in quotas:
-        asked = int(np.ceil(asked_share * _requests(state, nominal)))
+    demands = np.broadcast_to(np.asarray(demand, dtype=float), (len(quotas),))
+    for quota, wanted in zip(quotas, demands):
+        asked = int(min(np.ceil(asked_share * _requests(state, nominal)), wanted))
         served = min(asked, quota)
         failed = asked - served
         throttled = failed if status in (429, 503) else 0
@@ -195,12 +198,33 @@ def test_asked_interval_is_the_gap_plus_the_wait_of_each_429():
 
 
 @pytest.mark.parametrize("asked_share, quota", [(0.1, 5), (0.3, 20), (0.6, 40)])
-def test_a_recovered_host_asked_for_a_fraction_of_its_limit_still_recovers(asked_share, quota):
-    """The plan's visits to a limited host lag its limit; error-free days are tests too, so a
-    host asked 10-60 % of its limit is back to 80 % of N within a week of its recovery."""
+def test_a_recovered_host_asked_for_a_fraction_of_its_limit_still_gets_back_to_it(asked_share,
+                                                                                  quota):
+    """The plan's visits to a limited host lag its limit; up to the ceiling (what it served
+    before the cut) error-free days are tests too, so it is back at its old rate at once."""
     days = simulate_quota([quota] * 7 + [N] * 14, asked_share=asked_share)
     assert days.loc[1, "errors"] > 0 and days.loc[2, "next_limit"] < 0.5 * N  # it was cut
-    assert days.loc[8:14, "next_limit"].max() >= 0.8 * N
+    assert days.loc[8:, "next_limit"].min() >= quota
+    assert days.loc[8:, "errors"].sum() == 0
+
+
+@pytest.mark.parametrize("quota, demand", [(10, 10), (40, 40), (10, 9), (40, 30)])
+def test_a_probe_grows_only_on_what_the_host_served_above_its_ceiling(quota, demand):
+    """Issue 15's closed loop: a quota host the plan asks for no more than its quota. A day
+    that asked only the ceiling says nothing of the quota above it, so the limit must not
+    run ahead of it on such days (it did: 10 asked under a limit of 11 grew it to 15, and
+    the day the plan asked for 15 cost 5 errors)."""
+    days = simulate_quota([quota] * 21, nominal=86400, demand=[np.inf] + [demand] * 20)
+    assert days.loc[1, "errors"] > 0 and days.loc[3:, "served"].min() >= min(quota, demand) - 1
+    assert days.loc[3:, "errors"].sum() == 0
+    assert days.loc[3:, "next_limit"].max() <= quota + max(1, 0.1 * quota) + 1e-9
+
+
+def test_a_recovered_host_whose_plan_wants_more_is_probed_up_within_a_week():
+    """Quota 10 lifted on day 8; the plan wants 150 of the host's N = 200: asked its whole
+    limit up to that, it is given >= 0.8 x 150 within a week, with no error after the lift."""
+    days = simulate_quota([10] * 7 + [N] * 14, demand=150)
+    assert days.loc[8:14, "asked"].max() >= 0.8 * 150
     assert days.loc[8:, "errors"].sum() == 0
 
 

@@ -277,11 +277,17 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     err_high = wilson_lower(err, n, p.error_confidence) > p.max_error_rate
     bad = judged & (err_high | (thr_share > p.max_throttle_rate)
                     | slow | rising | probe_failed)
-    # An error-free day grows the limit too, however little was asked: the plan's visits to
-    # a limited host lag the limit (due times are lumpy), so waiting for 90 % of it left
-    # recovered hosts at their old quota for good. A failed probe costs ~ what was asked.
+    # Up to the ceiling (what the host served before) an error-free day grows the limit
+    # too, however little was asked: the plan's visits to a limited host lag the limit, so
+    # waiting for 90 % of it left recovered hosts at their old quota for good. Above it,
+    # only a day that *served* more than the ceiling and most of the limit tested the
+    # probe: one that asked for the ceiling alone says nothing of the quota above it, and
+    # growing on it let the limit run ahead until the day the plan caught up paid for it.
     clean = ~bad & (n > 0) & (err == 0)
     tested = (judged & ~bad & (n >= p.min_utilisation * whole - 1e-9)) | clean
+    probing = np.isfinite(ceiling) & (limit > ceiling + 1e-9)
+    exercised = (served > ceiling) & (served >= p.min_utilisation * whole - 1e-9)
+    tested &= ~probing | exercised
 
     below = np.isfinite(ceiling) & (limit < ceiling)
     grown = np.where(below, np.minimum(ceiling, limit + p.return_step * nominal), limit + step)
