@@ -22,7 +22,8 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
     L_{D+1} = \\min\\Big(N,\\ \\max\\big(L_{floor},\\ \\begin{cases}
       β\\, r & \\text{bad day (and } S ← r) \\\\
       \\min(S,\\ L + a N) & \\text{tested good day, } L < S \\\\
-      L + p,\\quad p ← g p & \\text{tested good day, } L \\ge S \\\\
+      L + p,\\quad p ← g p & \\text{tested good day, } L \\ge S
+        \\text{ (if } L > S \\text{: } s > S,\\ s \\ge u L) \\\\
       L & \\text{otherwise}
     \\end{cases}\\big)\\Big)
 
@@ -51,14 +52,17 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   ~170 with g = 4 (g = 2: ~10), and used within the week for N / Q up to ~40
   (``tests/test_host_health.py``); a host whose cap is thousands of times its old quota takes
   longer, but its limit stops binding the plan long before (docs/backtest.md, "Host health").
-* **A tested day grows the limit**: the host was asked for at least
-  ``rate_min_utilisation`` × L (RFC 7661's rule for a rate-limited sender: an unused window
-  says little about the path), or it answered every fetch of the day without an error. The
-  second clause is what lets a recovered host back up: the visits the plan gives a limited
-  host lag the limit (due times are lumpy), so a host asked 1-4 times a day under a limit of
-  10 would never be tested, and keep its old quota for good (issue 15's closed loop). A failed
-  probe then costs about what the plan asked above the quota. A day with fewer than
-  ``min(min_fetches, ⌊L⌋)`` fetches is not judged on its error share.
+* **A tested day grows the limit**: the host was asked for at least u × L
+  (u = ``rate_min_utilisation``; RFC 7661's rule for a rate-limited sender: an unused window
+  says little about the path), or, up to the ceiling, it answered every fetch of the day
+  without an error: ``S`` was served before, and the plan's visits to a limited host lag the
+  limit, so a host asked 1-4 times a day under a limit of 10 would otherwise never get back
+  to its old rate. **Above the ceiling** (L > S) only a day that *served* more than ``S`` and
+  at least u × L tests the probe: a day that asked for the ceiling
+  alone says nothing of the quota above it, and growing on such days let the limit run
+  ahead of what was tried until the day the plan caught up paid the difference (issue 15's
+  closed loop: 11 grew to 15 on a quota-10 host asked 10, then 15 asked cost 5 errors). A
+  day with fewer than ``min(min_fetches, ⌊L⌋)`` fetches is not judged on its error share.
 * **Latency**: ``B`` is an exponentially weighted mean of ℓ over judged days (half-life
   ``latency_half_life_days``); a mean ℓ above ρ × B (``latency_rise``) and at least Δ_min ms
   (``latency_min_rise_ms``) above it is a bad day before any error appears. Google's
