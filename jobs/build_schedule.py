@@ -52,7 +52,7 @@ def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_en
             t = plan.place_host_visits(g["due_s"].to_numpy(), delay, window_start, window_end,
                                        g["priority"].to_numpy(),
                                        not_before=float(g["_blocked_s"].iloc[0]),
-                                       spread=bool(g["_limited"].iloc[0]))
+                                       spread=bool(g["_spread"].iloc[0]))
             stamps = pd.to_datetime(np.round(t * 1e6).astype("int64"), unit="us", utc=True)
             if len(t) > 1:  # measured on the times as written
                 gaps = np.diff(np.sort(stamps.asi8)) / 1e6
@@ -70,7 +70,7 @@ def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_en
 
 def with_host_limits(spark, cfg: Config, run_date: str, selected):
     """Each row's host's Retry-After wait (``_blocked_s``, epoch seconds, NaN: none) and
-    whether its visits are spread evenly over the day (``_limited``): it is under a
+    whether its visits are spread evenly over the day (``_spread``): it is under a
     served-rate limit (L < N) or it has struggled before (a ``served_ceiling``: a host whose
     429s asked for 174 s between requests but whose robots.txt says 1.7 s and whose cap
     comes from ``max_fetches_per_day`` is not limited, yet its overdue visits packed 1.7 s
@@ -81,15 +81,15 @@ def with_host_limits(spark, cfg: Config, run_date: str, selected):
     files = partitions.committed_files(cfg.paths.table("hosts", run_date), "hosts")
     cols = [F.col("blocked_until").cast("double").alias("_blocked_s"),
             ((F.col("rate_limit") < F.col("nominal_cap"))
-             | F.col("served_ceiling").isNotNull()).alias("_limited")]
+             | F.col("served_ceiling").isNotNull()).alias("_spread")]
     if files:
         hosts = ingest.project(spark.read.parquet(*files), schemas.HOSTS).select("host", *cols)
         selected = selected.join(hosts.dropDuplicates(["host"]), "host", "left")
     else:
         selected = selected.select("*", *[F.lit(None).cast(t).alias(c) for c, t in
-                                          (("_blocked_s", "double"), ("_limited", "boolean"))])
+                                          (("_blocked_s", "double"), ("_spread", "boolean"))])
     return (selected.withColumn("_blocked_s", F.coalesce("_blocked_s", F.lit(float("nan"))))
-            .withColumn("_limited", F.coalesce("_limited", F.lit(False))))
+            .withColumn("_spread", F.coalesce("_spread", F.lit(False))))
 
 
 def check_schedule(infos: list[dict], budget: int, due_total: int) -> None:

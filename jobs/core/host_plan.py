@@ -154,8 +154,9 @@ def rhythm_anchor(last_fetch_s, last_success_s, pages: pd.DataFrame) -> np.ndarr
     last_fetch = np.asarray(last_fetch_s, dtype=float)
     if "last_status" not in pages:
         return last_fetch
-    status = pd.to_numeric(pages["last_status"]).to_numpy(dtype=float)
-    failed = np.isfinite(status) & ob.is_error(np.nan_to_num(status, nan=200.0))
+    # An unknown status (never fetched) is not a failure.
+    status = np.nan_to_num(pd.to_numeric(pages["last_status"]).to_numpy(dtype=float), nan=200.0)
+    failed = ob.is_error(status)
     return np.where(failed, np.asarray(last_success_s, dtype=float), last_fetch)
 
 

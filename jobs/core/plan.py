@@ -54,8 +54,8 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     ----------
     pages : DataFrame
         Columns ``url``, ``rate`` (visits/day, > 0), ``rhythm_from_s`` (epoch seconds the
-        visit rhythm runs from, NaN if never fetched: the last fetch that did not fail,
-        :func:`jobs.core.host_plan.rhythm_anchor`), ``last_success_s``, ``lambda_hat``,
+        visit rhythm runs from, NaN if never fetched: the last fetch, or the last success
+        when that fetch failed, :func:`jobs.core.host_plan.rhythm_anchor`), ``last_success_s``, ``lambda_hat``,
         ``importance``, ``lane``.
     window_start, window_end : float
         Epoch seconds.
