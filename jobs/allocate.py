@@ -82,7 +82,8 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
 # For a host the committed hosts table has no row for (a frontier-only host): trust no
 # validator until it has earned it, full cap, no audit.
 HOST_DEFAULTS = {"cap_factor": ("double", 1.0), "trust_etag": ("boolean", False),
-                 "trust_lm": ("boolean", False), "audit_wanted": ("boolean", False)}
+                 "trust_lm": ("boolean", False), "audit_wanted": ("boolean", False),
+                 "probe_due": ("boolean", False)}
 
 
 def with_host_health(spark, cfg: Config, run_date: str, pages):
@@ -94,7 +95,9 @@ def with_host_health(spark, cfg: Config, run_date: str, pages):
     schemas.check_files(schemas.HOSTS, files)
     if files:
         hosts = spark.read.parquet(*files)
-        cols = [F.col(c).cast(t).alias(c) for c, (t, _) in HOST_DEFAULTS.items()]
+        # An optional column (probe_due) absent from an older table takes its default below.
+        cols = [F.col(c).cast(t).alias(c) for c, (t, _) in HOST_DEFAULTS.items()
+                if c in hosts.columns]
         pages = pages.join(hosts.select("host", *cols).dropDuplicates(["host"]), "host", "left")
     for c, (t, default) in HOST_DEFAULTS.items():
         value = F.lit(default).cast(t)

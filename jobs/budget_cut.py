@@ -14,6 +14,13 @@ are written to the schedule with lane ``audit`` and method ``full``. Their ``pri
 hash of (URL, day) (see :func:`jobs.core.host_plan.plan_host`), so when the audit budget
 is smaller than the day's due sample, the cut keeps a uniform random subset of it rather
 than the pages the policy thinks most likely changed.
+
+Probe visits (``probe``: a host whose served-rate limit is a probe above what it served
+before, :func:`jobs.core.host_health.probe_due`) sit in a bin above every priority, so
+the cut keeps them first: otherwise a budget-bound day keeps only the limited host's
+visits that beat the others on value, fewer than its limit, and no day tests whether the
+host serves more. They are at most the host's cap a day (``floor(L)``), and still count
+against the lane's budget.
 """
 from __future__ import annotations
 
@@ -21,15 +28,17 @@ from jobs.core.lanes import cut_budgets
 
 BINS_PER_OCTAVE = 16
 ZERO_BIN = -100_000
+# Above floor(log2(any double) x 16) = 16,384: probes go before every priority.
+PROBE_BIN = 100_000
 LANES = ("fast", "audit", "discovery", "refresh")
 
 
 def bin_column():
     from pyspark.sql import functions as F
 
-    return (F.when(F.col("priority") > 0,
-                   F.floor(F.log2("priority") * BINS_PER_OCTAVE)).otherwise(ZERO_BIN)
-            .cast("long"))
+    return (F.when(F.col("probe"), F.lit(PROBE_BIN))
+            .when(F.col("priority") > 0, F.floor(F.log2("priority") * BINS_PER_OCTAVE))
+            .otherwise(ZERO_BIN).cast("long"))
 
 
 def cut_lane(hist: dict, budget: int) -> dict:
@@ -54,6 +63,7 @@ def solve(candidates, planned: dict, total: int) -> dict:
     out = {}
     for lane in LANES:
         out[lane] = {"budget": budgets[lane], "candidates": counts.get(lane, 0),
+                     "probes": hist.get(lane, {}).get(PROBE_BIN, 0),
                      **cut_lane(hist.get(lane, {}), budgets[lane])}
     return out
 

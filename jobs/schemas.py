@@ -284,6 +284,9 @@ HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
     C("health_verdict", "string", "bad, grown (a tested day: asked for 90 % of the limit, or "
                                   "every fetch answered), untested or unjudged (the day's "
                                   "verdict)", True, False),
+    C("probe_due", "bool", "the limit is a probe above the served ceiling and below the nominal "
+                           "cap: the next plan's capped visits to the host come first in the "
+                           "day's budget cut, so the probe is tested", True, False),
     C("blocked_until", "timestamp", "no fetch before this instant: the latest Retry-After of a "
                                     "429/503 that reaches into the next window", True, False),
     C("cap_factor", "float", "in [0, 1]: multiply the host's daily cap by it: L / N x the share "

@@ -94,7 +94,7 @@ from jobs.core.times import DAY_S
 HEALTH_COLUMNS = ("fetches_today", "timeouts_today", "errors_5xx_today", "throttled_429_today",
                   "throttled_today", "error_rate_today", "mean_latency_ms_today", "nominal_cap",
                   "rate_limit", "served_ceiling", "probe_step", "latency_baseline_ms",
-                  "health_verdict", "blocked_until", "cap_factor")
+                  "health_verdict", "probe_due", "blocked_until", "cap_factor")
 #: Today's per-host counts :func:`health_frame` reads (missing counts are 0).
 COUNT_COLUMNS = ("fetches", "timeouts", "errors_5xx", "throttled_429", "throttled",
                  "latency_sum_ms", "latency_n")
@@ -159,6 +159,7 @@ def health_frame(today: pd.DataFrame, prev: pd.DataFrame, params: "RateLimitPara
     }, index=today.index)
     out = out.join(limits)  # a host with no nominal cap yet has no limit (NaN)
     out["health_verdict"] = out["health_verdict"].fillna("unjudged")
+    out["probe_due"] = probe_due(out["rate_limit"], out["served_ceiling"], nominal)
     # The latest wait asked, yesterday's or today's, while it reaches into the window.
     until = np.fmax(_col(prev, "blocked_until"), _col(today, "blocked_until"))
     out["blocked_until"] = np.where(until > window_start_s, until, np.nan)
@@ -289,7 +290,7 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     # growing on it let the limit run ahead until the day the plan caught up paid for it.
     clean = ~bad & (n > 0) & (err == 0)
     tested = (judged & ~bad & (n >= p.min_utilisation * whole - 1e-9)) | clean
-    probing = np.isfinite(ceiling) & (limit > ceiling + 1e-9)
+    probing = above_ceiling(limit, ceiling)
     exercised = (served > ceiling) & (served >= p.min_utilisation * whole - 1e-9)
     tested &= ~probing | exercised
 
@@ -317,6 +318,31 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
                          "served_ceiling": np.where(bad, revealed, ceiling),
                          "probe_step": new_step, "latency_baseline_ms": new_baseline,
                          "health_verdict": verdict}, index=today.index)
+
+
+def above_ceiling(rate_limit, served_ceiling) -> np.ndarray:
+    """Whether a host's limit is above what it served on its last bad day: a probe, which
+    only a day that served more than the ceiling tests (:func:`next_rate_limit`)."""
+    ceiling = np.asarray(served_ceiling, dtype=float)
+    return np.isfinite(ceiling) & (np.asarray(rate_limit, dtype=float) > ceiling + 1e-9)
+
+
+def probe_due(rate_limit, served_ceiling, nominal_cap) -> np.ndarray:
+    """Whether the next plan must ask a host for its whole limit: the limit is a probe above
+    its ceiling and still below the politeness cap N, so it binds.
+
+    A limited host's pages are all overdue, but each one's value (importance x P(changed))
+    need not beat the day's budget cut: on a budget-bound day the cut kept 7-10 of a
+    limited host's 12 candidates every day, no day served more than its ceiling, and the
+    limit could never be tested (issue 15's closed loop, 4 of 8 recovering hosts still
+    bound 8 days after their recovery). The allocator's budget cut therefore keeps a
+    probe-due host's capped visits first (:mod:`jobs.budget_cut`): at most ``floor(L)`` a
+    day per such host, the price of learning its rate again (the exploration a rate-limited
+    sender pays to find its rate: RFC 7661 validates a window only by using it).
+    """
+    limit = np.asarray(rate_limit, dtype=float)
+    return above_ceiling(limit, served_ceiling) & (limit < np.asarray(nominal_cap, dtype=float)
+                                                   - 1e-9)
 
 
 def capacity_under_limit(nominal_cap, rate_limit) -> np.ndarray:

@@ -33,7 +33,7 @@ from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context,
 CANDIDATE_DDL = (  # one row per candidate visit: the _work/dt=D/candidates table
     "host string, url string, lane string, due_s double, priority double, p_changed double, "
     "method string, if_none_match string, if_modified_since string, crawl_delay_s double, "
-    "rate double, audit_wanted boolean, signal boolean")
+    "rate double, audit_wanted boolean, signal boolean, probe boolean")
 CANDIDATE_COLUMNS = [c.split()[0] for c in CANDIDATE_DDL.split(", ")]
 HOST_FIGURES_DDL = (  # each host's figures, in plan_bucket's url-null rows (summed per run)
     "due_count long, carried long, known_urls long, weight_sum double, "
@@ -215,6 +215,10 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         "crawl_delay_s": delay[host], "rate": kept["rate"].to_numpy(),
         "audit_wanted": plan_work.flag(pages, "audit_wanted", False)[g.first][host],
         "signal": kept["signal"].to_numpy(bool),
+        # A probe-due host's capped visits come first in the day's cut (not its audits,
+        # whose hash priority keeps the audit sample uniform).
+        "probe": (plan_work.flag(pages, "probe_due", False)[g.first][host]
+                  & (kept["lane"].to_numpy() != "audit")),
     })
     policy = ctx.policy
     live = known & ~gone
