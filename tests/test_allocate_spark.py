@@ -217,6 +217,42 @@ def test_a_host_that_struggled_before_is_spread_even_at_its_full_cap(spark, lane
     assert np.diff(big).min() >= 86400 / len(big) - 1e-3
 
 
+def test_a_probe_due_hosts_visits_survive_a_budget_bound_days_cut(spark, lanes_root, tmp_path):
+    """Issue 15: big.example (limit 12 of N = 60, above the 10 it served on its last bad
+    day) has 30 pages of importance 1-5, small.example 10 of importance 1-5 and a
+    frontier, all overdue; the day's budget of 14 cannot take every due visit. Unmarked,
+    the cut keeps only big's visits that beat the others on value; marked probe_due, it
+    keeps every one its cap admitted, so the day tests whether it serves more than 10."""
+    import shutil
+
+    kept, probes = {}, {}
+    for due in (False, True):
+        root = str(tmp_path / f"probe_{due}")
+        shutil.copytree(lanes_root, root)
+        for table in ("hosts", "state"):
+            shutil.rmtree(os.path.join(root, table))
+        # Every page last seen 30 days ago: all due, more than the budget can take.
+        month_ago = pd.Timestamp("2026-10-03T06:00", tz="UTC")
+        tiny_web.write_committed(root, "state", [
+            {**r, "last_fetch_at": month_ago, "last_success_at": month_ago}
+            for r in _state_rows()], "2026-11-02")
+        tiny_web.write_committed(root, "hosts", [{
+            "host": "big.example", "cap_factor": 0.2, "trust_etag": False, "trust_lm": True,
+            "audit_wanted": False, "nominal_cap": 60.0, "rate_limit": 12.0,
+            "served_ceiling": 10.0, "probe_due": due}], "2026-11-02")
+        cfg = make_config(root, "policy.name=optimal", "budget.daily_fetches=14")
+        rec = allocate.run(cfg, "2026-11-02", spark)
+        build_schedule.run(cfg, "2026-11-02", spark)
+        sched = _schedule(root)
+        assert len(sched) <= 14
+        kept[due] = (sched.host == "big.example").sum()
+        probes[due] = sum(lane["probes"] for lane in rec["budget_cut"].values())
+    # Marked: every capped candidate of big is a probe and the cut keeps them all, more
+    # than its ceiling of 10, so the day tests the probe; unmarked it kept fewer.
+    assert probes[False] == 0 and 10 < probes[True] <= 12
+    assert kept[True] == probes[True] and kept[False] < kept[True]
+
+
 def test_url_hash_is_sparks_xxhash64(spark):
     # jobs.core.url_hash.xxh64 (the audit sample's hash) is the standard XXH64, which Spark's
     # xxhash64 also is (seed 42): random strings of every length branch, multibyte UTF-8.

@@ -8,7 +8,7 @@ import pytest
 from jobs.config import Config, ConfigError, load_config
 from jobs.core.host_health import (HEALTH_COLUMNS, RATE_STATE_COLUMNS, asked_interval,
                                    blocked_until, capacity_under_limit, health_frame,
-                                   next_rate_limit, retry_after_columns)
+                                   next_rate_limit, probe_due, retry_after_columns)
 from jobs.params import rate_limit_params
 
 WINDOW = 1_700_000_000.0  # the next plan's window start (epoch s)
@@ -417,3 +417,27 @@ def test_without_a_receipt_time_no_wait_can_be_placed_or_capped():
 
 def test_a_zero_cap_honours_no_retry_after():
     assert blocked_until(["h"], [503], ["3600"], [T0], max_block_s=0.0).empty
+
+
+@pytest.mark.parametrize("limit, ceiling, nominal, due", [
+    (14.0, 12.0, 200.0, True),       # a probe above what it served, below N: test it
+    (12.0, 12.0, 200.0, False),      # at the ceiling: any error-free day grows it
+    (9.0, 12.0, 200.0, False),       # coming back up to the ceiling: the same
+    (200.0, 12.0, 200.0, False),     # back at N: the limit binds nothing
+    (14.0, np.nan, 200.0, False),    # never had a bad day
+])
+def test_probe_due_only_when_the_limit_is_a_probe_that_binds(limit, ceiling, nominal, due):
+    assert probe_due([limit], [ceiling], [nominal]).tolist() == [due]
+
+
+def test_health_frame_marks_a_host_whose_limit_grew_above_its_ceiling_probe_due():
+    """A quota host (served 40 of 100, every failure a 503), then asked 38 and 40 error-free:
+    back at its ceiling, then a probe above it, which the next plan must ask for."""
+    days = [_counts(errors_5xx=60, throttled=60)] + [
+        _counts(fetches=n, latency_n=n, latency_sum_ms=300.0 * n) for n in (38, 40)]
+    prev, marks = _none(), []
+    for k, day in enumerate(days):
+        prev = health_frame(day, prev, PARAMS, WINDOW + k * 86400)
+        marks.append((prev.iloc[0].rate_limit, bool(prev.iloc[0].probe_due)))
+    assert marks[0] == (pytest.approx(36.0), False) and marks[1] == (40.0, False)
+    assert marks[2][0] > 40.0 and marks[2][1]

@@ -302,3 +302,17 @@ def test_audits_the_cut_cannot_keep_do_not_take_a_limited_hosts_cap():
     thinned = _visits(plan_bucket(pages, _ctx(audit_rate=0.1, audit_keep=0.08)))
     assert len(thinned) == 13 and (thinned.lane == "audit").sum() <= 3
     assert (thinned.lane == "refresh").sum() >= 10
+
+
+def test_a_probe_due_hosts_capped_visits_are_marked_to_come_first_in_the_cut():
+    """Issue 15: the budget cut keeps a probe-due host's visits first (jobs.budget_cut), or a
+    budget-bound day never asks it for more than its ceiling. Every capped refresh visit of
+    such a host is a probe; its audits are not (their hash keeps the sample uniform), and
+    no other host's visits are."""
+    pages = _host(113, interval_s=86400.0, delay=6400.0, cap_factor=0.5, probe_due=True)
+    v = _visits(plan_bucket(pages, _ctx(audit_rate=0.1, audit_keep=0.3)))
+    assert len(v) == 6 and (v.lane == "audit").any() and (v.lane == "refresh").any()
+    assert v.probe.to_numpy(bool).tolist() == (v.lane != "audit").tolist()
+    for plain in (pages.drop(columns="probe_due"), pages.assign(probe_due=False),
+                  pages.assign(probe_due=pd.array([None] * 113, dtype="boolean"))):
+        assert not _visits(plan_bucket(plain, _ctx())).probe.to_numpy(bool).any()

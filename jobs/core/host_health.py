@@ -73,6 +73,9 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   make Googlebot slow down (…/crawling-indexing/reduce-crawl-rate).
 * Bounds: never above ``N`` (politeness always wins, also over the floor), never below
   ``L_floor`` = ``rate_floor`` visits/day.
+* **Testing the probe** (:func:`probe_due`): while ``S < L < N`` the next plan's capped
+  visits to the host come first in the day's budget cut, or a budget-bound day keeps fewer
+  of them than ``S`` and the probe is never tested.
 
 Retry-After: :func:`blocked_until` gives each host the latest "not before" instant its 429 /
 503 rows asked for (:func:`jobs.core.http_fields.parse_retry_after`), each capped at its
