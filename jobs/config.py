@@ -331,12 +331,13 @@ class HealthConfig:
                                    "of the nominal cap, while below what the host served on its "
                                    "last bad day.", default=0.1)
     rate_probe_step: float = _doc("Served-rate limit: first additive step above that level, as a "
-                                  "share of the nominal cap; grows by rate_probe_growth on each "
-                                  "good day above it.", default=0.02)
-    rate_probe_growth: float = _doc("Served-rate limit: factor of the probe step on each good day "
-                                    "above the host's last served level (2: slow start's "
-                                    "doubling; 4 brings a host from a quota 1/2000 of its cap "
-                                    "back to 0.8 of it in a week).", default=4.0)
+                                  "share of the nominal cap; then the probe grows with what "
+                                  "probe days served (rate_probe_growth).", default=0.02)
+    rate_probe_growth: float = _doc("Served-rate limit: a probe day that served s above the "
+                                    "host's last served level S sets the next limit to "
+                                    "s + this x (s - S) (1: the excess doubles a day, like slow "
+                                    "start; 4 brings a host from a quota 1/40 of its cap back "
+                                    "to 0.8 of it within a week).", default=4.0)
     rate_probe_ceiling_step: float = _doc("Served-rate limit: the first step above that level after "
                                           "a bad day is also at most this share of the fetches "
                                           "the host served that day (at least 1 visit).",

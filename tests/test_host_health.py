@@ -301,7 +301,7 @@ def test_a_stray_error_among_few_fetches_is_not_a_bad_day(errors, verdict):
     assert out["health_verdict"].iloc[0] == verdict
 
 
-@pytest.mark.parametrize("growth, expected", [(2.0, [164.0, 172.0, 188.0]),
+@pytest.mark.parametrize("growth, expected", [(2.0, [164.0, 172.0, 196.0]),
                                                (4.0, [164.0, 180.0, 200.0])])
 def test_probing_above_the_ceiling_grows_and_a_bad_day_resets_it(growth, expected):
     params = replace(PARAMS, probe_growth=growth)
@@ -310,7 +310,9 @@ def test_probing_above_the_ceiling_grows_and_a_bad_day_resets_it(growth, expecte
     for _ in range(3):
         state = next_rate_limit(state, _day(int(state["rate_limit"].iloc[0])), [N], params)
         limits.append(state["rate_limit"].iloc[0])
-    assert limits == expected  # step 4, then x growth; never above N = 200
+    # At the ceiling: + 4 (a clean day tested nothing above it); then s + g (s - S), where
+    # s - S is what the day proved above the ceiling; never above N = 200.
+    assert limits == expected
     asked = int(limits[-1])
     state = next_rate_limit(state, _day(asked, 20, 20), [N], params)
     assert state["rate_limit"].iloc[0] == pytest.approx(0.9 * (asked - 20))
@@ -441,3 +443,19 @@ def test_health_frame_marks_a_host_whose_limit_grew_above_its_ceiling_probe_due(
         marks.append((prev.iloc[0].rate_limit, bool(prev.iloc[0].probe_due)))
     assert marks[0] == (pytest.approx(36.0), False) and marks[1] == (40.0, False)
     assert marks[2][0] > 40.0 and marks[2][1]
+
+
+def test_a_probe_grows_on_what_it_served_not_on_the_limit():
+    """Issue 15's closed loop: a quota-20 host believed at 19 (its ceiling) with a first
+    probe of 1.9. A limit of 20.9 asks for 20 whole visits; growing the step 4-fold on that
+    one visit (and on the clean day at the ceiling before it) sent the limit to 28.5 and cost
+    8 errors. Grown on what was served, the overshoot costs at most g = 4, then the
+    probe cycle costs 2 (0.1 Q) every third day."""
+    state, errors = _at(limit=19.0, ceiling=19.0, step=1.9), []
+    for _ in range(12):
+        asked = _requests(state, 5433.0)
+        failed = max(0, asked - 20)
+        errors.append(failed)
+        state = next_rate_limit(state, _day(asked, failed, failed), [5433.0], PARAMS)
+    assert max(errors) <= PARAMS.probe_growth and errors[2] > 0
+    assert sum(errors[3:]) <= 3 * 2

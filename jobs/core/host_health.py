@@ -22,8 +22,9 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
     L_{D+1} = \\min\\Big(N,\\ \\max\\big(L_{floor},\\ \\begin{cases}
       β\\, r & \\text{bad day (and } S ← r) \\\\
       \\min(S,\\ L + a N) & \\text{tested good day, } L < S \\\\
-      L + p,\\quad p ← g p & \\text{tested good day, } L \\ge S
-        \\text{ (if } L > S \\text{: } s > S,\\ s \\ge u L) \\\\
+      L + p & \\text{tested good day, } L = S \\\\
+      \\max(L,\\ s + g (s - S)),\\quad p ← g (s - S) & \\text{tested good day, } L > S
+        \\text{ (} s > S,\\ s \\ge u L) \\\\
       L & \\text{otherwise}
     \\end{cases}\\big)\\Big)
 
@@ -40,16 +41,21 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
 * **Additive increase**, two speeds: back up to ``S`` by ``a N`` a day (``rate_return_step``),
   then above it by a probe ``p`` that starts at min(``rate_probe_step`` × N,
   max(1, ``rate_probe_ceiling_step`` × r)) after each bad day (a failed probe costs about p
-  errors, so it must be small beside a small quota) and grows by the factor g
-  (``rate_probe_growth``) on every good day spent above ``S`` (the convex "max probing" of
-  CUBIC, Ha, Rhee & Xu 2008 / RFC 9438; slow start's doubling is g = 2). Why not one
+  errors, so it must be small beside a small quota). A probe day that served ``s > S``
+  proved ``s − S`` above the ceiling, and the next limit adds g (``rate_probe_growth``) times
+  that to ``s``, so the excess over ``S`` grows by 1 + g a day while probes succeed (the
+  convex "max probing" of CUBIC, Ha, Rhee & Xu 2008 / RFC 9438; slow start's doubling is
+  g = 1). Grown on what was served, not on the limit: a limit of S + 1.9 asks for S + 1 whole
+  visits, and growing the step 4-fold on that one visit (as the rule did before, also on a
+  clean day at the ceiling that tested nothing above it) cost a quota host believed one
+  visit below its quota 8 errors in issue 15's closed loop; now at most g. Why not one
   constant step α: a quota host's overshoot day costs about α errors and its day 1 ``N − Q``,
   so "errors −90 %" needs α ≲ 0.1 (N − Q), while "back to 80 % of N within a week" from
   0.2 N needs α ≳ 0.09 N — both only by luck. A quota that has not moved fails the first,
   small probe, so g only speeds up hosts whose probes keep succeeding: from a quota Q (first
-  probe 0.1 Q) back to 0.8 N takes one day back to Q and about
-  log_g(1 + 8 (g − 1)(0.8 N / Q − 1)) probes. The limit is back within 7 days for N / Q up to
-  ~170 with g = 4 (g = 2: ~10), and used within the week for N / Q up to ~40
+  probe 0.1 Q) back to 0.8 N takes a day or two back to Q and to Q + 0.1 Q, then about
+  log_{1+g}(10 (0.8 N / Q − 1)) probes. With g = 4 the host is asked for 0.8 N within 7 days
+  of its recovery for N / Q up to 40 in every phase of the probe cycle
   (``tests/test_host_health.py``); a host whose cap is thousands of times its old quota takes
   longer, but its limit stops binding the plan long before (docs/backtest.md, "Host health").
 * **A tested day grows the limit**: the host was asked for at least u × L
@@ -298,7 +304,13 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     tested &= ~probing | exercised
 
     below = np.isfinite(ceiling) & (limit < ceiling)
-    grown = np.where(below, np.minimum(ceiling, limit + p.return_step * nominal), limit + step)
+    # A probe that served s > S proved s - S above the ceiling: the next one adds g times
+    # that to s. Grown on what was served, not on the limit: a limit of S + 1.9 asks for
+    # S + 1, and 4 x 1.9 more on that one visit's evidence cost a quota host 8 errors.
+    proved = np.where(probing, served - ceiling, 0.0)
+    probe_grown = np.maximum(limit, served + p.probe_growth * proved)
+    grown = np.where(below, np.minimum(ceiling, limit + p.return_step * nominal),
+                     np.where(probing, probe_grown, limit + step))
     new_limit = np.where(bad, p.decrease * revealed, np.where(tested, grown, limit))
     # Politeness wins over the floor: never above N, even when N < floor.
     new_limit = np.minimum(nominal, np.maximum(p.floor, new_limit))
@@ -308,9 +320,11 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     # A host that stated its rate (its 429s' spacing) is believed: no probe above it. One
     # would cost the whole day, as evenly spread visits closer than its spacing all fail.
     reset_step = np.where((asked_rate > 0) & (asked_rate >= served), 0.0, reset_step)
+    # A clean day at the ceiling moves the limit to S + p and keeps p: it tested nothing
+    # above S. After a probe day the step is what the next one adds.
     new_step = np.where(bad, reset_step,
-                        np.where(tested & ~below,
-                                 np.minimum(p.probe_growth * step, np.maximum(nominal, 1.0)),
+                        np.where(tested & probing,
+                                 np.minimum(p.probe_growth * proved, np.maximum(nominal, 1.0)),
                                  step))
     weight = 1.0 - np.exp2(-1.0 / p.latency_half_life_days)
     seen = judged & known
