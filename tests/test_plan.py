@@ -316,3 +316,19 @@ def test_a_probe_due_hosts_capped_visits_are_marked_to_come_first_in_the_cut():
     for plain in (pages.drop(columns="probe_due"), pages.assign(probe_due=False),
                   pages.assign(probe_due=pd.array([None] * 113, dtype="boolean"))):
         assert not _visits(plan_bucket(plain, _ctx())).probe.to_numpy(bool).any()
+
+
+def test_a_probe_due_host_the_plan_wants_more_of_catches_up_its_overdue_pages():
+    """Issue 15: visits on each page's rhythm came to 6-11 a day under a limit of 12.1 with a
+    ceiling of 11, so no day tested the probe. 50 pages every 4 days, last fetched 5 days
+    ago: each is overdue, its next grid point 3 days away. Probe-due with a cap of 10 below
+    the 12.5 visits/day its rates want, every overdue page is due now and the cap's 10 go out
+    as probes; without the flag, or when the cap does not bind (20), they wait."""
+    pages = _host(50, interval_s=4 * 86400.0, delay=864.0, cap_factor=0.1, probe_due=True)
+    five_days = pd.to_datetime([W0 - 5 * 86400] * 50, unit="s", utc=True)
+    pages["last_fetch_at"] = pages["last_success_at"] = five_days
+    probing = _visits(plan_bucket(pages, _ctx()))
+    assert len(probing) == 10 and probing.probe.to_numpy(bool).all()
+    assert (probing.due_s == W0).all()
+    for waiting in (pages.assign(probe_due=False), pages.assign(cap_factor=0.2)):
+        assert len(_visits(plan_bucket(waiting, _ctx()))) == 0

@@ -192,8 +192,23 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     }
     lane = work["lane"].to_numpy()
     keep = (rate > 0) & ((lane != "discovery") | plan_work.discovery_selected(work, ctx))
-    visits = plan.due_visits(pd.DataFrame({**page_cols, "lane": lane})[keep], ctx.window_start,
-                             ctx.window_end, ctx.max_visits_per_url)
+    # The policy's rates fill what the cap left the pages it prices (each host solved its
+    # own cap price, above the day's level).
+    priced = plan_work.priced_mask(work, ctx)
+    room = res.hosts.refresh_cap + (res.hosts.fast if ctx.fast_floor else 0.0)
+    rates_fill = (g.count(priced) > 0) & (g.sum(rate, priced) >= room * (1 - 1e-9))
+    # A probe-due host (its limit is a probe above what it served before) that the plan
+    # wants more of than its limit gets every overdue page due now, not at its next grid
+    # point, so the day asks for the whole limit and tests it (issue 15: visits on the
+    # rhythm came to 6-11 under a limit of 12.1 with a ceiling of 11, for 8 days).
+    probe_due = plan_work.flag(pages, "probe_due", False)[g.first]
+    catch_up = (probe_due & rates_fill)[g.codes]
+    frame = pd.DataFrame({**page_cols, "lane": lane})
+    visits = pd.concat([
+        plan.due_visits(frame[keep & ~catch_up], ctx.window_start, ctx.window_end,
+                        ctx.max_visits_per_url),
+        plan.due_visits(frame[keep & catch_up], ctx.window_start, ctx.window_end,
+                        ctx.max_visits_per_url, resume_rhythm=False)], ignore_index=True)
     if work["audit"].any():
         visits = pd.concat([visits, _audit_visits(page_cols, b, ctx)], ignore_index=True)
     visit_hosts = HostGroups.from_codes(g.labels, g.codes[visits["page"].to_numpy()])
@@ -215,10 +230,6 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         "crawl_delay_s": delay[host], "rate": kept["rate"].to_numpy(),
         "audit_wanted": plan_work.flag(pages, "audit_wanted", False)[g.first][host],
         "signal": kept["signal"].to_numpy(bool),
-        # A probe-due host's capped visits come first in the day's cut (not its audits,
-        # whose hash priority keeps the audit sample uniform).
-        "probe": (plan_work.flag(pages, "probe_due", False)[g.first][host]
-                  & (kept["lane"].to_numpy() != "audit")),
     })
     policy = ctx.policy
     live = known & ~gone
@@ -234,12 +245,11 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
                                 ("w_fast", "wf_fast", lane == "fast"),
                                 ("w_refresh", "wf_refresh", (lane == "refresh") & ~gone)):
         figures[w_key], figures[wf_key] = g.sum(imp, mask), g.sum(imp * fresh, mask)
-    # A host's cap binds when it cut due visits, or when the policy's rates fill what the cap
-    # left the pages it prices (each host solved its own cap price, above the day's level).
-    priced = plan_work.priced_mask(work, ctx) if policy is not None else np.zeros(len(lane), bool)
-    room = res.hosts.refresh_cap + (res.hosts.fast if ctx.fast_floor else 0.0)
-    binds = (figures["carried"] > 0) | ((g.count(priced) > 0)
-                                        & (g.sum(rate, priced) >= room * (1 - 1e-9)))
+    # A host's cap binds when it cut due visits, or when the policy's rates fill it.
+    binds = (figures["carried"] > 0) | (rates_fill if policy is not None else False)
+    # A probe-due host whose cap binds has its capped visits kept first by the day's cut
+    # (not its audits, whose hash priority keeps the audit sample uniform).
+    out["probe"] = (probe_due & binds)[host] & (out["lane"].to_numpy() != "audit")
     per_page = np.bincount(page, minlength=len(pages))
     audited = np.bincount(page, weights=kept["lane"].to_numpy() == "audit", minlength=len(pages))
     rows = plan_table.page_rows(
