@@ -79,9 +79,10 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   make Googlebot slow down (…/crawling-indexing/reduce-crawl-rate).
 * Bounds: never above ``N`` (politeness always wins, also over the floor), never below
   ``L_floor`` = ``rate_floor`` visits/day.
-* **Testing the probe** (:func:`probe_due`): while ``S < L < N`` the next plan's capped
-  visits to the host come first in the day's budget cut, or a budget-bound day keeps fewer
-  of them than ``S`` and the probe is never tested.
+* **Testing the probe** (:func:`probe_due`): while ``S < L < N`` and the plan wants more of
+  the host than L, the next plan catches up its overdue pages and its capped visits come
+  first in the day's budget cut, or the day asks for fewer than ``S`` and the probe is
+  never tested.
 
 Retry-After: :func:`blocked_until` gives each host the latest "not before" instant its 429 /
 503 rows asked for (:func:`jobs.core.http_fields.parse_retry_after`), each capped at its
@@ -345,17 +346,18 @@ def above_ceiling(rate_limit, served_ceiling) -> np.ndarray:
 
 
 def probe_due(rate_limit, served_ceiling, nominal_cap) -> np.ndarray:
-    """Whether the next plan must ask a host for its whole limit: the limit is a probe above
-    its ceiling and still below the politeness cap N, so it binds.
+    """Whether the next plan must ask a host for its whole limit (when it wants more of it
+    than that): the limit is a probe above its ceiling and still below the politeness cap N.
 
-    A limited host's pages are all overdue, but each one's value (importance x P(changed))
-    need not beat the day's budget cut: on a budget-bound day the cut kept 7-10 of a
-    limited host's 12 candidates every day, no day served more than its ceiling, and the
-    limit could never be tested (issue 15's closed loop, 4 of 8 recovering hosts still
-    bound 8 days after their recovery). The allocator's budget cut therefore keeps a
-    probe-due host's capped visits first (:mod:`jobs.budget_cut`): at most ``floor(L)`` a
-    day per such host, the price of learning its rate again (the exploration a rate-limited
-    sender pays to find its rate: RFC 7661 validates a window only by using it).
+    Only a day that served more than the ceiling tests the probe, and the plan alone did
+    not ask for that: a limited host's overdue pages wait for their next grid point (6-11
+    due a day under a limit of 12.1 with a ceiling of 11), and each visit's value
+    (importance x P(changed)) need not beat a budget-bound day's cut (7-10 of 12 kept), so
+    in issue 15's closed loop 4 of 8 recovering hosts were still bound 8 days after their
+    recovery. The plan therefore catches up such a host's overdue pages, and the budget cut
+    keeps its capped visits first (:func:`jobs.core.host_plan.plan_bucket`,
+    :mod:`jobs.budget_cut`): at most ``floor(L)`` visits a day per such host, the price of
+    learning its rate again (RFC 7661 likewise validates a window only by using it).
     """
     limit = np.asarray(rate_limit, dtype=float)
     return above_ceiling(limit, served_ceiling) & (limit < np.asarray(nominal_cap, dtype=float)
