@@ -217,40 +217,52 @@ def test_a_host_that_struggled_before_is_spread_even_at_its_full_cap(spark, lane
     assert np.diff(big).min() >= 86400 / len(big) - 1e-3
 
 
-def test_a_probe_due_hosts_visits_survive_a_budget_bound_days_cut(spark, lanes_root, tmp_path):
-    """Issue 15: big.example (limit 12 of N = 60, above the 10 it served on its last bad
-    day) has 30 pages of importance 1-5, small.example 10 of importance 1-5 and a
-    frontier, all overdue; the day's budget of 14 cannot take every due visit. Unmarked,
-    the cut keeps only big's visits that beat the others on value; marked probe_due, it
-    keeps every one its cap admitted, so the day tests whether it serves more than 10."""
+def test_a_probe_due_host_gets_its_visits_marked_through_allocate(spark, lanes_root, tmp_path):
+    """Issue 15: hosts.probe_due reaches the plan. big.example (limit 3 of N = 60, above the
+    2 it served on its last bad day), all pages a month overdue: with probe_due every
+    non-audit candidate of big is a probe, and the allocate record counts them; without it,
+    or for the other host, none is."""
     import shutil
 
-    kept, probes = {}, {}
+    from jobs.paths import work_path
+
     for due in (False, True):
         root = str(tmp_path / f"probe_{due}")
         shutil.copytree(lanes_root, root)
         for table in ("hosts", "state"):
             shutil.rmtree(os.path.join(root, table))
-        # Every page last seen 30 days ago: all due, more than the budget can take.
         month_ago = pd.Timestamp("2026-10-03T06:00", tz="UTC")
         tiny_web.write_committed(root, "state", [
             {**r, "last_fetch_at": month_ago, "last_success_at": month_ago}
             for r in _state_rows()], "2026-11-02")
         tiny_web.write_committed(root, "hosts", [{
-            "host": "big.example", "cap_factor": 0.2, "trust_etag": False, "trust_lm": True,
-            "audit_wanted": False, "nominal_cap": 60.0, "rate_limit": 12.0,
-            "served_ceiling": 10.0, "probe_due": due}], "2026-11-02")
+            "host": "big.example", "cap_factor": 0.05, "trust_etag": False, "trust_lm": True,
+            "audit_wanted": False, "nominal_cap": 60.0, "rate_limit": 3.0,
+            "served_ceiling": 2.0, "probe_due": due}], "2026-11-02")
         cfg = make_config(root, "policy.name=optimal", "budget.daily_fetches=14")
         rec = allocate.run(cfg, "2026-11-02", spark)
-        build_schedule.run(cfg, "2026-11-02", spark)
-        sched = _schedule(root)
-        assert len(sched) <= 14
-        kept[due] = (sched.host == "big.example").sum()
-        probes[due] = sum(lane["probes"] for lane in rec["budget_cut"].values())
-    # Marked: every capped candidate of big is a probe and the cut keeps them all, more
-    # than its ceiling of 10, so the day tests the probe; unmarked it kept fewer.
-    assert probes[False] == 0 and 10 < probes[True] <= 12
-    assert kept[True] == probes[True] and kept[False] < kept[True]
+        cand = pd.read_parquet(work_path(cfg, "2026-11-02", "candidates"))
+        big = cand[(cand.host == "big.example") & (cand.lane != "audit")]
+        assert len(big) == 3 and not cand[cand.host != "big.example"].probe.any()
+        assert (big.probe == due).all()
+        assert sum(lane["probes"] for lane in rec["budget_cut"].values()) == (3 if due else 0)
+
+
+def test_the_days_cut_keeps_probe_visits_first(spark):
+    """jobs.budget_cut: 10 visits of host a with priorities 10-19 and 3 probes of host b with
+    priority 0.1 (a limited host's low-value pages), a refresh budget of 5: the probes and
+    the two best of a are kept, exactly 5."""
+    from jobs import budget_cut
+
+    rows = [("a", f"https://a/{i}", 10.0 + i, False) for i in range(10)]
+    rows += [("b", f"https://b/{i}", 0.1, True) for i in range(3)]
+    cand = spark.createDataFrame(pd.DataFrame(rows, columns=["host", "url", "priority", "probe"])
+                                 .assign(lane="refresh", due_s=0.0))
+    cut = budget_cut.solve(cand, {"fast": 0, "audit": 0, "discovery": 0, "refresh": 5}, 5)
+    assert cut["refresh"]["probes"] == 3 and cut["refresh"]["selected"] == 5
+    kept = budget_cut.apply(cand, cut).toPandas()
+    assert sorted(kept.url) == sorted(["https://a/8", "https://a/9"]
+                                      + [f"https://b/{i}" for i in range(3)])
 
 
 def test_url_hash_is_sparks_xxhash64(spark):
