@@ -459,3 +459,12 @@ def test_a_probe_grows_on_what_it_served_not_on_the_limit():
         state = next_rate_limit(state, _day(asked, failed, failed), [5433.0], PARAMS)
     assert max(errors) <= PARAMS.probe_growth and errors[2] > 0
     assert sum(errors[3:]) <= 3 * 2
+
+
+def test_a_probe_is_at_least_one_whole_visit():
+    """Issue 15's closed loop: N = 44, a quota of 13 lifted on day 8. A first probe of
+    2 % of N (0.88) made a limit of 13.88, which asks for 13 whole visits, the ceiling, so no
+    day ever tested it; a probe of at least one visit gets the host back within a week."""
+    days = simulate_quota([13] * 7 + [44] * 14, nominal=44)
+    assert days.loc[8:14, "asked"].max() >= 0.8 * 44
+    assert days.loc[8:, "errors"].sum() == 0

@@ -39,8 +39,8 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   asked for more than ``S`` that served no more than ``S`` and failed the rest is bad
   whatever its error share (a failed probe: the quota has not moved).
 * **Additive increase**, two speeds: back up to ``S`` by ``a N`` a day (``rate_return_step``),
-  then above it by a probe ``p`` that starts at min(``rate_probe_step`` × N,
-  max(1, ``rate_probe_ceiling_step`` × r)) after each bad day (a failed probe costs about p
+  then above it by a probe ``p`` that starts at max(1, min(``rate_probe_step`` × N,
+  ``rate_probe_ceiling_step`` × r)) visits after each bad day (a failed probe costs about p
   errors, so it must be small beside a small quota). A probe day that served ``s > S``
   proved ``s − S`` above the ceiling, and the next limit adds g (``rate_probe_growth``) times
   that to ``s``, so the excess over ``S`` grows by 1 + g a day while probes succeed (the
@@ -317,7 +317,9 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     new_limit = np.minimum(nominal, np.maximum(p.floor, new_limit))
     # After a bad day the first probe is also at most a share of what the host served: a
     # probe of 2 % of a large N is many times a small quota, and each failed one costs it.
-    reset_step = np.minimum(first_probe, np.maximum(1.0, p.probe_ceiling_step * revealed))
+    # At least one visit: 2 % of N = 44 is 0.88, and a limit of S + 0.88 asks for S whole
+    # visits, so the probe was never tested (issue 15, a host stuck at 13.88 over S = 13).
+    reset_step = np.maximum(1.0, np.minimum(first_probe, p.probe_ceiling_step * revealed))
     # A host that stated its rate (its 429s' spacing) is believed: no probe above it. One
     # would cost the whole day, as evenly spread visits closer than its spacing all fail.
     reset_step = np.where((asked_rate > 0) & (asked_rate >= served), 0.0, reset_step)
