@@ -124,9 +124,10 @@ def test_served_rate_limit_is_cut_then_probes_back_up(three_days):
     assert e2.cap_factor == pytest.approx(1 / 8640)
     e3 = read("hosts", D3).set_index("host").loc["e.example"]
     assert e3.errors_5xx_today == 0 and e3.health_verdict == "grown"
-    # First probe above the ceiling: 10 % of what it served on its bad day, at least 1 visit
-    # (not 2 % of the cap: 173 visits to a host that served none); then x rate_probe_growth.
-    assert e3.rate_limit == pytest.approx(1 + 1) and e3.probe_step == pytest.approx(4.0)
+    # Its limit after the bad day was the floor, 1 visit (the first probe: 10 % of what it
+    # served, at least 1 visit, not 2 % of the cap: 173 visits to a host that served none).
+    # Day 3 served 3 above its ceiling of 0: the next limit is 3 + rate_probe_growth x 3.
+    assert e3.rate_limit == pytest.approx(3 + 4 * 3) and e3.probe_step == pytest.approx(12.0)
     assert e3.cap_factor == pytest.approx(e3.rate_limit / 8640)
     a3 = read("hosts", D3).set_index("host").loc["a.example"]
     assert a3.cap_factor == 1.0 and a3.rate_limit == a3.nominal_cap == 8640
