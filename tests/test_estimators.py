@@ -184,6 +184,42 @@ def test_shrinkage_new_url_inherits_prior_and_helpers():
     pd.testing.assert_series_equal(unknown["lambda_hat"], est.estimate_rate(s)["lambda_hat"])
 
 
+def test_each_group_fits_as_if_alone_in_its_bucket():
+    """The EM freezes converged groups and drops their rows from the working set: a group's
+    prior must not depend on which groups share its bucket, fast or slow to converge."""
+    rng = np.random.default_rng(8)
+    per_group, interval = 60, 1.0
+    # Groups that converge at very different speeds: tight and spread, slow and fast pages,
+    # and a group too small for EM (pooled) beside them.
+    spec = [(0.05, 0.2), (0.4, 1.5), (3.0, 0.1), (0.9, 0.8), (0.2, 2.5)]
+    rows, t, changed, labels, n = [], [], [], [], 0
+    for g, (rate, spread) in enumerate(spec):
+        lam = rate * np.exp(rng.normal(0, spread, per_group))
+        r = np.repeat(np.arange(n, n + per_group), 12)
+        rows.append(r)
+        t.append(np.full(r.size, interval))
+        changed.append(rng.random(r.size) < -np.expm1(-lam[r - n] * interval))
+        labels += [f"g{g}"] * per_group
+        n += per_group
+    rows.append(np.repeat([n, n + 1], 12))
+    t.append(np.full(24, interval))
+    changed.append(rng.random(24) < 0.5)
+    labels += ["tiny", "tiny"]
+    n += 2
+    s = stats_from(np.concatenate(rows), np.concatenate(t), np.concatenate(changed), n)
+    labels = np.array(labels, dtype=object)
+    together = fit_group_priors(s, labels, min_urls=3)
+    assert set(together["method"]) == {"em", "pooled"}
+    assert together["iterations"].nunique() > 2  # groups converge at different speeds
+    for g in together.index:
+        alone = fit_group_priors(s[labels == g].reset_index(drop=True), labels[labels == g],
+                                 min_urls=3).loc[g]
+        row = together.loc[g]
+        assert row["method"] == alone["method"] and row["iterations"] == alone["iterations"]
+        for c in ("prior_shape", "prior_rate", "log_mean"):
+            assert row[c] == pytest.approx(alone[c], rel=1e-12, nan_ok=True), (g, c)
+
+
 # (url, host, template, class): the shrinkage groups of URLs that passed ingest's URL rule
 # (host = jobs.core.hosts.url_host), tricky on purpose; tests/test_update_state_spark.py checks
 # the Spark expressions of update_state give the same keys.

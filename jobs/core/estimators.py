@@ -25,6 +25,7 @@ from .estimators_solver import CensoredPosterior, likelihood_ratio_interval, sol
 from .estimators_stats import (  # noqa: F401  (re-exported public API)
     BIN_EDGES_DAYS, CHANGED_COUNT_COLUMNS, CHANGED_TSUM_COLUMNS, LM_CHANGES, LM_COUNT,
     LM_EXPOSURE, N_BINS, STATS_COLUMNS, UNCHANGED_COUNT, UNCHANGED_EXPOSURE,
+    observation_count,
     add_observations, check_stats, decay_stats, empty_stats, interval_bin, update_state_frame,
 )
 
@@ -60,7 +61,7 @@ def default_prior_rate(stats: pd.DataFrame) -> np.ndarray:
     count; a URL without observations gets 1 day (prior mean ``a`` per day).
     """
     _, tsums, _ = _arrays(stats)
-    n = stats[list(CHANGED_COUNT_COLUMNS) + [UNCHANGED_COUNT, LM_COUNT]].to_numpy(float).sum(1)
+    n = observation_count(stats)
     total = tsums.sum(axis=1) + stats[UNCHANGED_EXPOSURE].to_numpy(float) \
         + stats[LM_EXPOSURE].to_numpy(float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -113,11 +114,10 @@ def _solve(stats, prior, level, xtol, maxiter, use_lm):
     counts, _, tbar = _arrays(stats)
     A = shape.copy()
     B = rate + stats[UNCHANGED_EXPOSURE].to_numpy(float)
-    n_obs = counts.sum(axis=1) + stats[UNCHANGED_COUNT].to_numpy(float)
+    n_obs = observation_count(stats, use_lm)
     if use_lm:
         A += stats[LM_CHANGES].to_numpy(float)
         B += stats[LM_EXPOSURE].to_numpy(float)
-        n_obs += stats[LM_COUNT].to_numpy(float)
     post = CensoredPosterior(counts, tbar, A, B, log_mean, precision)
     lam, conv, iters = solve_mode(post, xtol=xtol, maxiter=maxiter)
     undefined = (post.C + A <= 0) & (B <= 0) & (precision <= 0)

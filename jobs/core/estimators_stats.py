@@ -84,6 +84,13 @@ def check_stats(stats: pd.DataFrame) -> None:
         raise ValueError("stats columns must be finite and non-negative")
 
 
+def observation_count(stats: pd.DataFrame, use_lm: bool = True) -> np.ndarray:
+    """Effective (decayed) observations per row: changed and unchanged fetches, plus the
+    trusted Last-Modified ones with ``use_lm``."""
+    cols = list(CHANGED_COUNT_COLUMNS) + [UNCHANGED_COUNT] + ([LM_COUNT] if use_lm else [])
+    return stats[cols].to_numpy(float).sum(axis=1)
+
+
 def interval_bin(interval_days) -> np.ndarray:
     """Index of the log-spaced bin of each interval; out-of-range values go to the end bins.
 
