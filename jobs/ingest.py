@@ -199,19 +199,25 @@ def _split(df, reason_expr, source: str, cols: Optional[list[str]] = None, keep=
     return clean, bad
 
 
-def normalize_host_expr(col):
-    """Spark twin of jobs.core.hosts.normalize_host (a test checks they agree): trim,
-    lowercase, strip one trailing dot, IDNA via java.net.IDN, then the host syntax."""
+def with_normalized_host(df, col, name: str):
+    """``df`` plus ``name``, the Spark twin of jobs.core.hosts.normalize_host of ``col`` (a
+    test checks they agree): trim, lowercase, strip one trailing dot, IDNA via
+    java.net.IDN, then the host syntax.
+
+    Each step is its own column: as one nested expression every step repeats inside the
+    next (27 copies of the trim regex per row), and ``try_reflect`` is non-deterministic,
+    so Spark cannot share them; the fetch-log checks cost seconds per 300k rows that way.
+    """
     from pyspark.sql import functions as F
 
     trimmed = F.regexp_replace(col, rf"^{hosts.TRIM_CLASS}+|{hosts.TRIM_CLASS}+\z", "")
-    low = F.lower(trimmed)
-    h = F.when(low.endswith("."), low.substr(F.lit(1), F.length(low) - 1)).otherwise(low)
-    ace = F.when(h.rlike(r"[^\x00-\x7F]"),
-                 F.call_function("try_reflect", F.lit("java.net.IDN"), F.lit("toASCII"), h)
-                 ).otherwise(h)
+    df = df.withColumn("_nh_low", F.regexp_replace(F.lower(trimmed), r"\.\z", ""))
+    low = F.col("_nh_low")
+    df = df.withColumn("_nh_ace", F.when(low.rlike(r"[^\x00-\x7F]"), F.call_function(
+        "try_reflect", F.lit("java.net.IDN"), F.lit("toASCII"), low)).otherwise(low))
+    ace = F.col("_nh_ace")
     ok = (F.length(ace) <= hosts.MAX_HOST_LENGTH) & ace.rlike(rf"^(?:{hosts.HOST_SYNTAX})\z")
-    return F.when(ok, ace)
+    return df.withColumn(name, F.when(ok, ace)).drop("_nh_low", "_nh_ace")
 
 
 def with_url_checks(df, cfg: Config):
@@ -221,16 +227,17 @@ def with_url_checks(df, cfg: Config):
 
     url = F.col("url")
     scheme = F.lower(F.regexp_extract(url, hosts.SCHEME, 1))
-    authority = F.regexp_extract(url, hosts.AUTHORITY, 1)
+    df = df.withColumn("_authority", F.regexp_extract(url, hosts.AUTHORITY, 1))
+    authority = F.col("_authority")
     host_port = F.substring_index(authority, "@", -1)
     raw = F.regexp_extract(host_port, rf"^(?:{hosts.HOST_PORT})\z", 1)
-    df = df.withColumn("_host", normalize_host_expr(raw))
+    df = with_normalized_host(df, raw, "_host")
     reason = (F.when(url.isNull(), "null_url")
               .when(F.length(url) > F.lit(cfg.ingest.max_url_length), "url_too_long")
               .when(~scheme.isin(*hosts.HTTP_SCHEMES) | url.rlike(hosts.BAD_URL_CHARS)
                     | F.col("_host").isNull(), "bad_url")
               .when(authority.contains("@"), "url_userinfo"))
-    return df.withColumn("_url_reason", reason)
+    return df.withColumn("_url_reason", reason).drop("_authority")
 
 
 def _clean_host(clean):
@@ -288,11 +295,11 @@ def _checked_logs(cfg: Config, df, day_end, horizon, cached, keep=()):
     from pyspark.sql import functions as F
 
     cols = [c for c in df.columns if c not in keep]
-    df = with_url_checks(df, cfg)
+    df = with_normalized_host(with_url_checks(df, cfg), F.col("host"), "_given_host")
     given = F.col("host")
     at = F.col("fetched_at")
     reason = (F.when(F.col("_url_reason").isNotNull(), F.col("_url_reason"))
-              .when(given.isNotNull() & F.coalesce(normalize_host_expr(given) != F.col("_host"),
+              .when(given.isNotNull() & F.coalesce(F.col("_given_host") != F.col("_host"),
                                                    F.lit(True)), "host_mismatch")
               .when(at.isNull(), "null_fetched_at")
               .when(at >= day_end, "future_fetched_at")
@@ -307,7 +314,7 @@ def _checked_logs(cfg: Config, df, day_end, horizon, cached, keep=()):
     clean, bad = _split(df, reason, "fetch_logs", cols, keep)
     # checked_footers proved the day holds one fingerprint version: the column has done
     # its job, and the stages downstream keep the columns they had.
-    return _clean_host(clean.drop("_reason_checked", "fingerprint_version")), bad
+    return _clean_host(clean.drop("_reason_checked", "_given_host", "fingerprint_version")), bad
 
 
 def split_stale_rows(logs, prev_state, quarantined=None, cached: list | None = None):
@@ -360,7 +367,7 @@ def _host_policy_rows(spark, cfg: Config):
         return None, None
     df = _read(spark, schemas.HOST_POLICY, footers).withColumn("url", F.lit(None).cast("string"))
     cols = df.columns
-    df = df.withColumn("_host", normalize_host_expr(F.col("host")))
+    df = with_normalized_host(df, F.col("host"), "_host")
     delay = F.col("crawl_delay_s")
     reason = (F.when(F.col("host").isNull(), "null_host")
               .when(F.col("_host").isNull(), "bad_host")

@@ -96,7 +96,7 @@ def test_url_rule(url, reason, host):
 
 def test_spark_host_rule_agrees_with_the_pure_one(spark):
     df = spark.createDataFrame([(raw,) for raw, _ in HOST_CASES], "h string")
-    got = [r["n"] for r in df.select(ingest.normalize_host_expr(df["h"]).alias("n")).collect()]
+    got = [r["n"] for r in ingest.with_normalized_host(df, df["h"], "n").select("n").collect()]
     assert got == [hosts.normalize_host(raw) for raw, _ in HOST_CASES]
 
 
