@@ -11,7 +11,7 @@ Never rescans log history: reads ``state/dt=D-1``, ``hosts/dt=D-1``, ``fetch_log
 3. Empirical-Bayes group priors: ``groupBy(group).applyInPandas(fit_group_priors)`` over
    the folded statistics, once per group level of ``estimation.prior_level`` (template,
    URL class, host: jobs.core.estimators_shrinkage), each small fit joined back by group;
-   one ``mapInPandas`` pass picks each row's prior (``choose_prior``) and estimates with
+   one ``mapInArrow`` pass picks each row's prior (``choose_prior``) and estimates with
    it: λ̂, λ_lo, λ_hi.
 4. Hosts: today's evidence summed per host plus health counts from the logs, co-grouped
    with yesterday's hosts rows and reclassified by ``jobs.core.trust.update_hosts``.
@@ -27,6 +27,7 @@ import sys
 if __package__ in (None, ""):  # spark-submit runs this file as a script
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
 
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from jobs import ingest, metrics, partitions, schemas, storage  # noqa: E402
@@ -102,22 +103,37 @@ _ESTIMATES = ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior")
 
 
 def _apply_priors_fn(cfg: Config, levels: int, out_cols: list[str]):
-    """Per batch of URLs: the prior choice (jobs.core.estimators_shrinkage.choose_prior)
-    among the ``levels`` joined group fits, then the estimates with that prior."""
+    """Per Arrow batch of URLs: the prior choice (jobs.core.estimators_shrinkage.choose_prior)
+    among the ``levels`` joined group fits, then the estimates with that prior.
+
+    Arrow in, Arrow out: only the numeric columns the estimate reads become numpy arrays,
+    and the wide row (URL, validators, hash) passes through untouched instead of making a
+    round trip through pandas objects (a third of this stage's time at 1M URLs)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     def cols(name):
         return [f"{name}_{k}" for k in range(levels)]
 
+    def floats(batch, names):  # null -> NaN
+        return np.column_stack([batch.column(c).to_numpy(zero_copy_only=False).astype(float)
+                                for c in names])
+
     def apply(batches):
-        for pdf in batches:
+        for batch in batches:
+            em = np.column_stack([pc.fill_null(batch.column(c), False)  # no fit joined: not EM
+                                  .to_numpy(zero_copy_only=False).astype(bool)
+                                  for c in cols("prior_em")])
             shape, rate = estimators_shrinkage.choose_prior(
-                pdf[cols("prior_shape")].to_numpy(float), pdf[cols("prior_rate")].to_numpy(float),
-                pdf[cols("prior_em")].eq(True).to_numpy())  # null (no fit joined): not EM
-            rates = state_update.estimate_with_priors(pdf, shape, rate,
+                floats(batch, cols("prior_shape")), floats(batch, cols("prior_rate")), em)
+            stats = pd.DataFrame(floats(batch, STATS_COLUMNS), columns=list(STATS_COLUMNS))
+            rates = state_update.estimate_with_priors(stats, shape, rate,
                                                       level=cfg.estimation.level)
-            for c in rates.columns:
-                pdf[c] = rates[c].to_numpy()
-            pdf["prior_shape"], pdf["prior_rate"] = shape, rate
-            yield pdf[out_cols]
+            computed = {c: rates[c].to_numpy(float) for c in rates.columns}
+            computed["prior_shape"], computed["prior_rate"] = shape, rate
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(computed[c], pa.float64()) if c in computed else batch.column(c)
+                 for c in out_cols], names=out_cols)
 
     return apply
 
@@ -159,7 +175,7 @@ def with_group_priors(cfg: Config, folded, cached: list | None = None):
     ``prior_shape`` and ``prior_rate``.
 
     Every level's fitted priors (small tables, one row per group) are joined to the rows by
-    group; one ``mapInPandas`` pass then picks each row's prior with
+    group; one ``mapInArrow`` pass then picks each row's prior with
     :func:`jobs.core.estimators_shrinkage.choose_prior` and estimates with it. The prior
     tables are persisted (counted to choose the join); they are appended to ``cached`` for
     the caller to unpersist once the result is written.
@@ -183,7 +199,7 @@ def with_group_priors(cfg: Config, folded, cached: list | None = None):
     added = [c for c in _ESTIMATES if c not in folded.columns] + ["prior_shape", "prior_rate"]
     schema = StructType([f for f in folded.schema.fields if f.name not in added]
                         + [StructField(c, DoubleType()) for c in added])
-    return out.mapInPandas(_apply_priors_fn(cfg, len(keys), schema.names), schema)
+    return out.mapInArrow(_apply_priors_fn(cfg, len(keys), schema.names), schema)
 
 
 def _hosts_fn(cfg: Config, run_date: str):
