@@ -8,9 +8,9 @@ Never rescans log history: reads ``state/dt=D-1``, ``hosts/dt=D-1``, ``fetch_log
 2. State and today's rows are bucketed by a hash of the URL and co-grouped, so each
    pandas call folds a whole bucket with ``jobs.core.state_update.fold_day`` (decayed
    sufficient statistics, observations, validator evidence, signal claims).
-3. Empirical-Bayes group priors: ``groupBy(group).applyInPandas(fit_group_priors)`` over
-   the folded statistics, once per group level of ``estimation.prior_level`` (template,
-   URL class, host: jobs.core.estimators_shrinkage), each small fit joined back by group;
+3. Empirical-Bayes group priors: ``applyInPandas(fit_group_priors)`` over the folded
+   statistics of every group level of ``estimation.prior_level`` (template, URL class,
+   host: jobs.core.estimators_shrinkage) in one pass, each level's small fit joined back;
    one ``mapInArrow`` pass picks each row's prior (``choose_prior``) and estimates with
    it: λ̂, λ_lo, λ_hi.
 4. Hosts: today's evidence summed per host plus health counts from the logs, co-grouped
@@ -43,7 +43,8 @@ from jobs.spark_session import get_spark  # noqa: E402
 
 _EV = list(observations.EVIDENCE_COLUMNS)
 _FOLD_DDL = schemas.STATE.spark_ddl() + "".join(f", {c} bigint" for c in _EV)
-_PRIOR_DDL = "_group string, prior_shape double, prior_rate double, prior_em boolean"
+_PRIOR_DDL = ("_level int, _group string, prior_shape double, prior_rate double, "
+              "prior_em boolean")
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
              "content_hash", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
              "is_signal", "lane", "importance", "is_importance"]
@@ -78,22 +79,28 @@ def _fit_priors_fn(cfg: Config):
     max_urls = float(cfg.estimation.prior_fit_max_urls)
 
     def fit(pdf):
-        # Every group of a hash bucket in one call (the EM is vectorised over groups and
-        # freezes each group once it converges, so a group's fit does not depend on its
-        # bucket mates). Each group is fitted on a deterministic hash sample of at most
-        # prior_fit_max_urls URLs (the whole group when smaller).
-        size = pdf.groupby("_group")["url"].transform("size").to_numpy(float)
-        pdf = pdf[pdf["_unit"].to_numpy(float) < max_urls / size]
-        # Shuffles deliver rows in any order; a fixed order makes the EM's sums, and so a
-        # rerun's state, identical to the bit.
-        pdf = pdf.sort_values(["_group", "url"], kind="stable")
-        priors = estimators_shrinkage.fit_group_priors(
-            pdf[list(STATS_COLUMNS)].astype(float), pdf["_group"].to_numpy(object),
-            min_urls=cfg.estimation.prior_min_urls)
-        return pd.DataFrame({"_group": priors.index.astype(str),
-                             "prior_shape": priors["prior_shape"].to_numpy(float),
-                             "prior_rate": priors["prior_rate"].to_numpy(float),
-                             "prior_em": (priors["method"] == "em").to_numpy(bool)})
+        # Every group of a hash bucket in one call, level by level (the EM is vectorised
+        # over groups and freezes each group once it converges, so a group's fit does not
+        # depend on its bucket mates). Each group is fitted on a deterministic hash sample
+        # of at most prior_fit_max_urls URLs (the whole group when smaller).
+        out = []
+        for level, rows in pdf.groupby("_level", sort=True):
+            size = rows.groupby("_group")["url"].transform("size").to_numpy(float)
+            rows = rows[rows["_unit"].to_numpy(float) < max_urls / size]
+            # Shuffles deliver rows in any order; a fixed order makes the EM's sums, and
+            # so a rerun's state, identical to the bit.
+            rows = rows.sort_values(["_group", "url"], kind="stable")
+            priors = estimators_shrinkage.fit_group_priors(
+                rows[list(STATS_COLUMNS)].astype(float), rows["_group"].to_numpy(object),
+                min_urls=cfg.estimation.prior_min_urls)
+            out.append(pd.DataFrame({
+                "_level": np.full(len(priors), level, dtype=np.int32),
+                "_group": priors.index.astype(str),
+                "prior_shape": priors["prior_shape"].to_numpy(float),
+                "prior_rate": priors["prior_rate"].to_numpy(float),
+                "prior_em": (priors["method"] == "em").to_numpy(bool)}))
+        return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
+            columns=["_level", "_group", "prior_shape", "prior_rate", "prior_em"])
 
     return fit
 
@@ -152,15 +159,21 @@ def _group_keys(cfg: Config):
     return [keys[level] for level in es.PRIOR_CHAINS[cfg.estimation.prior_level]]
 
 
-def _fit_priors(cfg: Config, folded, key):
-    """One prior per group, fitted per hash bucket of groups (one pandas call per bucket,
-    not per group: a call per group cost ~0.1 s each, thousands of templates a day)."""
+def _fit_priors(cfg: Config, folded, keys):
+    """One prior per group of every level, fitted per hash bucket of (level, group) in one
+    shuffle and one pandas stage for all levels (one pandas call per bucket, not per group:
+    a call per group cost ~0.1 s each, thousands of templates a day)."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
     unit = F.abs(F.xxhash64("url", F.lit("prior-sample"))) % 1_000_000 / 1_000_000.0
-    rows = folded.select(key.alias("_group"), "url", unit.alias("_unit"), *STATS_COLUMNS)
+    rows = reduce(lambda a, b: a.unionByName(b), [
+        folded.select(F.lit(level).cast("int").alias("_level"), key.alias("_group"), "url",
+                      unit.alias("_unit"), *STATS_COLUMNS)
+        for level, key in enumerate(keys)])
     buckets = cfg.spark.state_buckets
-    return (rows.withColumn("_pb", F.pmod(F.xxhash64("_group"), F.lit(buckets)))
+    return (rows.withColumn("_pb", F.pmod(F.xxhash64("_level", "_group"), F.lit(buckets)))
             .groupBy("_pb").applyInPandas(_fit_priors_fn(cfg), _PRIOR_DDL))
 
 
@@ -174,26 +187,30 @@ def with_group_priors(cfg: Config, folded, cached: list | None = None):
     """Each row's λ̂, λ_lo, λ_hi and λ_prior under its group prior, plus the chosen
     ``prior_shape`` and ``prior_rate``.
 
-    Every level's fitted priors (small tables, one row per group) are joined to the rows by
-    group; one ``mapInArrow`` pass then picks each row's prior with
-    :func:`jobs.core.estimators_shrinkage.choose_prior` and estimates with it. The prior
-    tables are persisted (counted to choose the join); they are appended to ``cached`` for
-    the caller to unpersist once the result is written.
+    Every level's priors are fitted in one pass (:func:`_fit_priors`); each level's table
+    (small, one row per group) is joined to the rows by group; one ``mapInArrow`` pass then
+    picks each row's prior with :func:`jobs.core.estimators_shrinkage.choose_prior` and
+    estimates with it. The fitted table is persisted (counted per level to choose the
+    join) and appended to ``cached`` for the caller to unpersist once the result is
+    written.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StructField, StructType
 
     out, keys = folded, _group_keys(cfg)
+    # Groups without a usable prior (NaN) join like no group: left out of the table.
+    fits = (_fit_priors(cfg, folded, keys)
+            .filter(~F.isnan(F.coalesce("prior_shape", F.lit(float("nan"))))).persist())
+    if cached is not None:
+        cached.append(fits)
+    groups = {r["_level"]: r["n"] for r in fits.groupBy("_level").agg(F.count("*").alias("n"))
+              .collect()}  # one row per level
     for level, key in enumerate(keys):
-        # Groups without a usable prior (NaN) join like no group: left out of the table.
-        pri = (_fit_priors(cfg, folded, key).filter(~F.isnan(F.coalesce("prior_shape", F.lit(float("nan")))))
-               .select(F.col("_group").alias(f"_g{level}"),
-                       *[F.col(c).alias(f"{c}_{level}") for c in _PRIOR_CANDIDATES])
-               .persist())
-        if cached is not None:
-            cached.append(pri)
+        pri = fits.filter(F.col("_level") == level).select(
+            F.col("_group").alias(f"_g{level}"),
+            *[F.col(c).alias(f"{c}_{level}") for c in _PRIOR_CANDIDATES])
         # Broadcast: the wide rows are not shuffled once per level.
-        small = pri.count() <= BROADCAST_MAX_GROUPS
+        small = groups.get(level, 0) <= BROADCAST_MAX_GROUPS
         out = out.withColumn(f"_g{level}", key).join(F.broadcast(pri) if small else pri,
                                                      f"_g{level}", "left")
     added = [c for c in _ESTIMATES if c not in folded.columns] + ["prior_shape", "prior_rate"]
