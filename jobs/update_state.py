@@ -99,8 +99,7 @@ def _fit_priors_fn(cfg: Config):
                 "prior_shape": priors["prior_shape"].to_numpy(float),
                 "prior_rate": priors["prior_rate"].to_numpy(float),
                 "prior_em": (priors["method"] == "em").to_numpy(bool)}))
-        return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
-            columns=["_level", "_group", "prior_shape", "prior_rate", "prior_em"])
+        return pd.concat(out, ignore_index=True)  # a Spark group is never empty
 
     return fit
 

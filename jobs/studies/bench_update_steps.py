@@ -1,0 +1,118 @@
+"""Time three steps of update_state alone, on a root made by jobs.studies.bench_daily.
+
+Usage::
+
+    python -m jobs.studies.bench_update_steps --root /tmp/bd1m --date 2024-01-03
+
+Prints one JSON line per step, medians of ``--repeats``:
+
+- ``prior_fit``: :func:`jobs.core.estimators_shrinkage.fit_group_priors` in pandas, per
+  level (template, class, host), on the 1/8 of state/dt=D whose URL hash is 0 mod 8 (about
+  one update_state bucket);
+- ``log_checks``: :func:`jobs.ingest.read_fetch_logs` of D, checked and persisted, counted;
+- ``map_overhead``: state/dt=D persisted in 8 partitions, then a Parquet write alone, after
+  an identity ``mapInPandas`` and after an identity ``mapInArrow`` (what passing the wide
+  state row through Python costs each way).
+
+To compare commits, run it from a ``git worktree`` of each (copy this file into an older
+one). Spark runs on ``local[2]`` with the project's embedded settings.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from jobs.config import load_config
+from jobs.core import estimators_shrinkage
+from jobs.core.estimators_stats import STATS_COLUMNS
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times), 3)
+
+
+def prior_fit(root: str, date: str, repeats: int) -> dict:
+    files = sorted(Path(root, "state", f"dt={date}").glob("*.parquet"))
+    state = pd.concat([pq.read_table(f, columns=["url", "host", *STATS_COLUMNS]).to_pandas()
+                       for f in files], ignore_index=True)
+    part = state[pd.util.hash_pandas_object(state["url"], index=False) % 8 == 0]
+    part = part.reset_index(drop=True)
+    stats = part[list(STATS_COLUMNS)].astype(float)
+    out = {"step": "prior_fit", "rows": len(part)}
+    for level in ("template", "class", "host"):
+        groups = estimators_shrinkage.group_key_from_url(part["url"], level,
+                                                         hosts=part["host"]).to_numpy(object)
+        out[f"{level}_s"] = _median_seconds(
+            lambda: estimators_shrinkage.fit_group_priors(stats, groups), repeats)
+    return out
+
+
+def spark_steps(root: str, date: str, repeats: int) -> list[dict]:
+    from pyspark.sql import functions as F
+
+    from jobs import ingest
+    from jobs.spark_session import get_spark
+
+    cfg = load_config(None, ["spark.master=local[2]", f"paths.root={root}",
+                             "spark.settings.spark.driver.memory=6g"])
+    spark = get_spark(cfg, "bench_update_steps")
+
+    def checked_logs():
+        cached = []
+        clean, _ = ingest.read_fetch_logs(spark, cfg, date, cached)
+        clean.select(F.count("*")).collect()
+        for frame in cached:
+            frame.unpersist()
+
+    lines = [{"step": "log_checks", "seconds": _median_seconds(checked_logs, repeats)}]
+    state = spark.read.parquet(str(Path(root, "state", f"dt={date}"))).repartition(8).persist()
+    state.count()
+    scratch = tempfile.mkdtemp(prefix="bench_update_steps_")
+
+    def write(frame):
+        return lambda: frame.write.mode("overwrite").parquet(f"{scratch}/out")
+
+    def same(batches):
+        yield from batches
+
+    try:
+        lines.append({"step": "map_overhead", "rows": state.count(),
+                      "write_s": _median_seconds(write(state), repeats),
+                      "mapInPandas_write_s": _median_seconds(
+                          write(state.mapInPandas(same, state.schema)), repeats),
+                      "mapInArrow_write_s": _median_seconds(
+                          write(state.mapInArrow(same, state.schema)), repeats)})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        state.unpersist()
+        spark.stop()
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", required=True, help="a bench_daily root with state/dt=DATE")
+    ap.add_argument("--date", default="2024-01-03")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    for line in [prior_fit(args.root, args.date, args.repeats),
+                 *spark_steps(args.root, args.date, args.repeats)]:
+        print(json.dumps(line), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
