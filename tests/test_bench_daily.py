@@ -8,7 +8,7 @@ import pytest
 
 from jobs import partitions
 from jobs.config import load_config
-from jobs.studies.bench_common import stage_line
+from jobs.studies.bench_common import PeakRSS, stage_line
 from jobs.studies.bench_daily import copy_files, io_limit, prepare_data, setup_todo, summary
 
 
@@ -55,11 +55,36 @@ def test_summary_sums_the_chain_and_divides_by_the_io_time():
     assert summary(stages, 0.0, [])["ratio"] is None  # no division by a zero I/O time
 
 
+def _mem(peak, parts=None, pss=0):
+    mem = PeakRSS()
+    mem.peak, mem.parts, mem.peak_pss = peak, parts or {}, pss
+    return mem
+
+
 def test_stage_line_rows_per_second():
-    line = stage_line("allocate", 2.0, 1000, 3 * 2**30)
+    line = stage_line("allocate", 2.0, 1000,
+                      _mem(3 * 2**30, {"jvm": 2 * 2**30, "python_workers": 2**30}, 2.5 * 2**30))
     assert line == {"stage": "allocate", "seconds": 2.0, "state_rows": 1000,
-                    "rows_per_s": 500, "peak_rss_gb": 3.0}
-    assert stage_line("x", 1.0, None, 0)["rows_per_s"] is None
+                    "rows_per_s": 500, "peak_rss_gb": 3.0,
+                    "peak_rss_parts_gb": {"jvm": 2.0, "python_workers": 1.0},
+                    "peak_pss_gb": 2.5}
+    assert stage_line("x", 1.0, None, _mem(0))["rows_per_s"] is None
+
+
+def test_peak_sampler_sees_a_child_process_and_splits_it_from_the_driver():
+    import subprocess
+    import sys
+    import time
+
+    # A child holding ~200 MB: its RSS must show under python_workers, not the driver.
+    code = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(3)"
+    with PeakRSS(interval=0.05) as mem:
+        child = subprocess.Popen([sys.executable, "-c", code])
+        time.sleep(2.0)
+        child.wait()
+    assert mem.parts["python_workers"] > 190 * 2**20
+    assert mem.parts["driver"] > 0 and mem.peak == sum(mem.parts.values())
+    assert 0 < mem.peak_pss <= mem.peak
 
 
 def test_setup_todo_restarts_at_the_first_uncommitted_day(tmp_path):

@@ -2,7 +2,9 @@
 
 Peak memory is the largest sum of RSS over this process and all its children (the JVM
 driver/executor and the Python workers), sampled every 0.2 s with psutil: the driver
-alone would miss most of a Spark stage's memory.
+alone would miss most of a Spark stage's memory. Beside it, where that peak sat (the JVM,
+the Python workers, this process) and the peak sum of PSS: forked Python workers share
+pages with their daemon, which RSS counts once per process and PSS divides among them.
 """
 from __future__ import annotations
 
@@ -13,22 +15,38 @@ import time
 import psutil
 
 
+def process_kind(proc, me) -> str:
+    """``jvm`` (Spark's driver and executors in local mode), ``driver`` (this Python
+    process) or ``python_workers`` (everything else: the pyspark daemon and its workers)."""
+    if proc.pid == me.pid:
+        return "driver"
+    return "jvm" if proc.name() == "java" else "python_workers"
+
+
 class PeakRSS:
-    """Peak of the summed RSS of this process tree, sampled in a thread."""
+    """Peak of the summed RSS of this process tree, sampled in a thread; ``parts``: the
+    RSS per :func:`process_kind` at that peak; ``peak_pss``: the peak summed PSS."""
 
     def __init__(self, interval=0.2):
-        self.interval, self.peak, self._stop = interval, 0, threading.Event()
+        self.interval, self.peak, self.peak_pss = interval, 0, 0
+        self.parts: dict[str, int] = {}
+        self._stop = threading.Event()
 
     def _sample(self):
         me = psutil.Process()
         while not self._stop.is_set():
-            total = 0
+            parts, pss = {}, 0
             for p in [me] + me.children(recursive=True):
                 try:
-                    total += p.memory_info().rss
+                    kind, rss = process_kind(p, me), p.memory_info().rss
+                    pss += getattr(p.memory_full_info(), "pss", rss)
                 except psutil.Error:
-                    pass
-            self.peak = max(self.peak, total)
+                    continue
+                parts[kind] = parts.get(kind, 0) + rss
+            total = sum(parts.values())
+            if total > self.peak:
+                self.peak, self.parts = total, parts
+            self.peak_pss = max(self.peak_pss, pss)
             self._stop.wait(self.interval)
 
     def __enter__(self):
@@ -42,24 +60,31 @@ class PeakRSS:
 
 
 def measure(fn):
-    """Run ``fn()``; return (its result, wall seconds, peak tree RSS in bytes)."""
+    """Run ``fn()``; return (its result, wall seconds, the :class:`PeakRSS` sampler)."""
     with PeakRSS() as mem:
         t0 = time.perf_counter()
         out = fn()
         secs = time.perf_counter() - t0
-    return out, secs, mem.peak
+    return out, secs, mem
 
 
-def stage_line(name: str, secs: float, rows, peak_bytes: int) -> dict:
-    """One stage's figures: seconds, state rows, state rows/s, peak RSS (GB)."""
+def gb(n_bytes) -> float:
+    return round(n_bytes / 2**30, 2)
+
+
+def stage_line(name: str, secs: float, rows, mem: PeakRSS) -> dict:
+    """One stage's figures: seconds, state rows, state rows/s, peak RSS (GB), where that
+    peak sat, and the peak PSS (GB)."""
     return {"stage": name, "seconds": round(secs, 1), "state_rows": rows,
             "rows_per_s": round(rows / secs) if rows and secs else None,
-            "peak_rss_gb": round(peak_bytes / 2**30, 2)}
+            "peak_rss_gb": gb(mem.peak),
+            "peak_rss_parts_gb": {k: gb(v) for k, v in sorted(mem.parts.items())},
+            "peak_pss_gb": gb(mem.peak_pss)}
 
 
 def timed(name, fn, rows):
     """Measure ``fn()``, print its stage line as JSON; return (result, line)."""
-    out, secs, peak = measure(fn)
-    line = stage_line(name, secs, rows, peak)
+    out, secs, mem = measure(fn)
+    line = stage_line(name, secs, rows, mem)
     print(json.dumps(line), flush=True)
     return out, line

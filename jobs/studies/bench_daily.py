@@ -183,14 +183,14 @@ def run_chain(cfg, day: str, spark) -> tuple[dict, list[float], int]:
     seconds, peaks, pending, rows = {}, [], [], None
     for name, fn in stages:
         sc.setJobGroup(name, name)  # to count each stage's Spark jobs (a fixed cost each)
-        _, secs, peak = measure(fn)
+        _, secs, mem = measure(fn)
         seconds[name] = secs
-        pending.append((name, secs, peak, len(sc.statusTracker().getJobIdsForGroup(name))))
+        pending.append((name, secs, mem, len(sc.statusTracker().getJobIdsForGroup(name))))
         if name == "update_state":
             rows = partitions.read_marker(cfg.paths.table("state", day))["rows"]
         if rows is not None:
-            for name_, secs_, peak_, jobs in pending:
-                line = {**stage_line(name_, secs_, rows, peak_), "spark_jobs": jobs}
+            for name_, secs_, mem_, jobs in pending:
+                line = {**stage_line(name_, secs_, rows, mem_), "spark_jobs": jobs}
                 peaks.append(line["peak_rss_gb"])
                 print(json.dumps(line), flush=True)
             pending = []

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from jobs import rebuild_state, update_state, validate_logs
 from jobs.backtest.loop import BacktestSpec, day_str, planner_config, write_history
-from jobs.studies.bench_common import measure
+from jobs.studies.bench_common import gb, measure
 
 GEN_ARGS = ("urls", "hosts", "days", "seed")
 
@@ -82,11 +82,11 @@ def main(argv=None) -> int:
     for name, fn in (("rebuild_state", lambda: rebuild_state.run(cfg, first, last, spark)),
                      ("update_state", lambda: update_state.run(cfg, today, spark))):
         sc.setJobGroup(name, name)
-        _, secs, peak = measure(fn)
+        _, secs, mem = measure(fn)
         seconds[name] = secs
         print(json.dumps({"stage": name, "seconds": round(secs, 1),
                           "days": args.days if name == "rebuild_state" else 1,
-                          "peak_rss_gb": round(peak / 2**30, 2),
+                          "peak_rss_gb": gb(mem.peak), "peak_pss_gb": gb(mem.peak_pss),
                           "spark_jobs": len(sc.statusTracker().getJobIdsForGroup(name))}),
               flush=True)
     spark.stop()
