@@ -38,11 +38,12 @@ from jobs.spark_session import get_spark  # noqa: E402
 
 def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = None):
     """Known pages (state) and new frontier pages, joined with host politeness (and, in a
-    backtest, with the oracle's ``lambda_table``)."""
+    backtest, with the oracle's ``lambda_table``); with the sum of both tables' footer row
+    counts, a bound on the page count that costs no pass over them."""
     from pyspark.sql import functions as F
 
     files = partitions.committed_files(cfg.paths.table("state", run_date), "state")
-    schemas.check_files(schemas.STATE, files)
+    page_rows = sum(f.num_rows for f in schemas.check_files(schemas.STATE, files))
     state = (spark.read.parquet(*files) if files
              else spark.createDataFrame([], schemas.STATE.spark_ddl()))
     signal = (F.col("pending_signal_at").cast("timestamp") if "pending_signal_at" in state.columns
@@ -53,6 +54,7 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
         F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"))
 
     frontier, bad_frontier = ingest.read_frontier(spark, cfg, run_date)
+    page_rows += storage.partition_rows(cfg.paths.table("frontier", run_date))
     quarantined = ingest.write_quarantine(cfg, run_date, "frontier", bad_frontier)
     if frontier is not None:
         new = (frontier.dropDuplicates(["url"]).join(state.select("url"), "url", "left_anti")
@@ -76,7 +78,7 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
     quarantined += ingest.write_quarantine(cfg, run_date, "host_policy", bad_policy)
     pages = ingest.with_politeness(cfg, pages, policy)
     return with_oracle(spark, lambda_table,
-                       with_host_health(spark, cfg, run_date, pages)), quarantined
+                       with_host_health(spark, cfg, run_date, pages)), quarantined, page_rows
 
 
 # For a host the committed hosts table has no row for (a frontier-only host): trust no
@@ -150,10 +152,10 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
 
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
-    pages, quarantined = load_pages(spark, cfg, run_date, lambda_table)
+    pages, quarantined, page_rows = load_pages(spark, cfg, run_date, lambda_table)
     # The three passes read the same bucketed page table: kept (persisted) after the first
     # one builds it, so the state is read, joined and shuffled once, not three times.
-    buckets = policy_rates.bucketed(cfg, pages).persist()
+    buckets = policy_rates.bucketed(cfg, pages, page_rows).persist()
     ctx, rate_info = policy_rates.solve_levels(spark, cfg, buckets, window_start, window_end)
 
     # One pass plans every host: its candidate visits and one row of its figures (url null),

@@ -392,8 +392,13 @@ class LanesConfig:
 @dataclass(frozen=True)
 class AllocationConfig:
     grid_points: int = _doc("Levels of the shared demand-curve grid (pass 2).", default=256)
-    buckets: int = _doc("Host-hash groups of the demand passes (one pandas call each, looping "
-                        "over its hosts).", default=16)
+    buckets: int = _doc("Host-hash groups of the demand passes (one pandas call each, over "
+                        "all its hosts), at least; more when the pages need them "
+                        "(`rows_per_bucket`).", default=16)
+    rows_per_bucket: int = _doc("allocate makes about (state rows + frontier rows) / this many "
+                                "buckets when that is more than `buckets`: a Python worker holds "
+                                "one bucket's pages and its plan rows at a time.",
+                                default=250_000)
 
 
 @dataclass(frozen=True)
@@ -524,8 +529,9 @@ def _validate_allocation_sections(c: Config) -> None:
         raise ConfigError("lanes.fast_min_lambda, fast_min_importance, discovery_value_days >= 0")
     if ln.audit_cadence_days < 1:
         raise ConfigError("lanes.audit_cadence_days must be >= 1")
-    if al.grid_points < 8 or al.buckets < 1:
-        raise ConfigError("allocation.grid_points must be >= 8 and allocation.buckets >= 1")
+    if al.grid_points < 8 or al.buckets < 1 or al.rows_per_bucket < 1:
+        raise ConfigError("allocation.grid_points must be >= 8, allocation.buckets and "
+                          "allocation.rows_per_bucket >= 1")
 
 
 def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:

@@ -1,6 +1,6 @@
 """Global levels of every lane from small per-host summaries (Spark glue, driver side).
 
-The page table is hash-partitioned by host into ``allocation.buckets`` partitions
+The page table is hash-partitioned by host into :func:`bucket_count` partitions
 (:func:`bucketed`); each pass hands every partition to one pandas call
 (:func:`per_bucket`), which works on all its hosts at once (:mod:`jobs.core.host_plan`).
 An explicit partition count, not a ``groupBy``, decides the tasks: adaptive query
@@ -35,16 +35,24 @@ from jobs.core.allocation_grid import multiplier_grid
 from jobs.params import budget_params, plan_context
 
 
-def bucketed(cfg: Config, pages):
-    """``pages`` in ``allocation.buckets`` partitions by a hash of the host: one partition
-    is one bucket (every page of its hosts). Timestamps become epoch seconds (a double,
+def bucket_count(cfg: Config, page_rows: int) -> int:
+    """``allocation.buckets``, or about ``page_rows / allocation.rows_per_bucket`` when that
+    is more: a Python worker holds a whole bucket (its pages, then its plan rows), so a
+    fixed count let 10M pages make 625k-page buckets."""
+    return max(cfg.allocation.buckets, -(-int(page_rows) // cfg.allocation.rows_per_bucket))
+
+
+def bucketed(cfg: Config, pages, page_rows: int = 0):
+    """``pages`` in :func:`bucket_count` partitions by a hash of the host: one partition
+    is one bucket (every page of its hosts); ``page_rows`` bounds the page count (from the
+    files' footers: no pass over the pages). Timestamps become epoch seconds (a double,
     whole microseconds / 1e6): Arrow moves timestamps to pandas three times slower, and
     they were most of what a pass paid to hand the page table to Python."""
     from pyspark.sql import functions as F
 
     cols = [F.col(c).cast("double").alias(c) if c in host_plan.TIME_COLUMNS else F.col(c)
             for c in pages.columns]
-    return pages.select(*cols).repartition(cfg.allocation.buckets, "host")
+    return pages.select(*cols).repartition(bucket_count(cfg, page_rows), "host")
 
 
 def per_bucket(buckets, fn, ddl: str):

@@ -98,3 +98,8 @@ def parquet_metadata(uri: str):
     fs, path = _resolve(uri)
     with fs.open_input_file(path) as fh:
         return pq.ParquetFile(fh).metadata
+
+
+def partition_rows(uri: str) -> int:
+    """Rows in every Parquet file under ``uri`` from their footers (0 when there is none)."""
+    return sum(parquet_metadata(f).num_rows for f in list_parquet_files(uri))

@@ -277,3 +277,34 @@ def test_url_hash_is_sparks_xxhash64(spark):
     from pyspark.sql import functions as F
     got = df.select("i", F.xxhash64("s").alias("h")).toPandas().sort_values("i")
     np.testing.assert_array_equal(got["h"].to_numpy(np.int64), xxh64(strings, 42).view(np.int64))
+
+
+def test_bucket_count_follows_the_page_rows_above_the_configured_floor():
+    cfg = make_config("/nonexistent", "allocation.buckets=16", "allocation.rows_per_bucket=250000")
+    assert policy_rates.bucket_count(cfg, 0) == 16
+    assert policy_rates.bucket_count(cfg, 1_000_000) == 16
+    assert policy_rates.bucket_count(cfg, 10_000_000) == 40
+    assert policy_rates.bucket_count(cfg, 10_000_001) == 41
+
+
+def _plan_and_candidates(root):
+    plan = pd.read_parquet(os.path.join(root, "plan", "dt=2026-11-02"))
+    cands = pd.read_parquet(os.path.join(root, "_work", "dt=2026-11-02", "candidates"))
+    return (plan.sort_values("url").reset_index(drop=True),
+            cands.sort_values(["url", "due_s", "lane"]).reset_index(drop=True))
+
+
+def test_more_buckets_from_the_page_rows_plan_the_same_visits(spark, lanes_root):
+    sets = ["policy.name=optimal", "budget.daily_fetches=60", "audit.sample_rate=0.2"]
+    base = allocate.run(make_config(lanes_root, *sets), "2026-11-02", spark)
+    plan0, cand0 = _plan_and_candidates(lanes_root)
+    # 40 state rows + 6 frontier rows from the footers, 2 per bucket: 23 partitions.
+    cfg = make_config(lanes_root, *sets, "allocation.rows_per_bucket=2")
+    pages, _, page_rows = allocate.load_pages(spark, cfg, "2026-11-02")
+    assert page_rows == 46
+    assert policy_rates.bucketed(cfg, pages, page_rows).rdd.getNumPartitions() == 23
+    many = allocate.run(cfg, "2026-11-02", spark)
+    plan1, cand1 = _plan_and_candidates(lanes_root)
+    pd.testing.assert_frame_equal(plan0, plan1, rtol=1e-9)
+    pd.testing.assert_frame_equal(cand0, cand1, rtol=1e-9)
+    assert many["due_total"] == base["due_total"] and len(cand1) > 0
