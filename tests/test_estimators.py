@@ -348,3 +348,41 @@ def test_prior_family_is_checked():
         est.estimate_rate(s, prior_family="beta")
     with pytest.raises(ValueError):                       # the MLE (0, 0) has no log-normal
         est.estimate_censored_mle(s, 0.0, 0.0, prior_family="lognormal")
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 70, 150, 10_000])
+def test_chunks_of_whole_groups_fit_the_same_priors(chunk_rows):
+    """The EM runs on chunks of whole groups to bound its memory: any chunking (one group
+    per chunk, several, one group larger than a chunk, all in one) gives the same fits."""
+    rng = np.random.default_rng(11)
+    sizes = [60, 5, 140, 2, 33, 90]  # 140 > 70: a group alone in a chunk larger than asked
+    rows, t, changed, labels, n = [], [], [], [], 0
+    for g, size in enumerate(sizes):
+        lam = 0.3 * (g + 1) * np.exp(rng.normal(0, 0.8, size))
+        r = np.repeat(np.arange(n, n + size), 8)
+        rows.append(r)
+        t.append(rng.uniform(0.5, 2.0, r.size))
+        changed.append(rng.random(r.size) < -np.expm1(-lam[r - n] * t[-1]))
+        labels += [f"g{g}"] * size
+        n += size
+    s = stats_from(np.concatenate(rows), np.concatenate(t), np.concatenate(changed), n)
+    s.iloc[::7] = 0.0  # unobserved URLs between observed ones: not in any chunk's rows
+    labels = np.array(labels, dtype=object)
+    perm = rng.permutation(n)  # groups interleaved, as a shuffle delivers them
+    s, labels = s.iloc[perm].reset_index(drop=True), labels[perm]
+    whole = fit_group_priors(s, labels, min_urls=3, chunk_rows=10**9)
+    chunked = fit_group_priors(s, labels, min_urls=3, chunk_rows=chunk_rows)
+    assert list(chunked.index) == list(whole.index)
+    assert (chunked["method"] == whole["method"]).all()
+    assert (chunked["iterations"] == whole["iterations"]).all()
+    for c in ("prior_shape", "prior_rate", "log_mean"):
+        np.testing.assert_allclose(chunked[c], whole[c], rtol=1e-12, equal_nan=True)
+
+
+def test_group_chunks_cover_every_group_once():
+    from jobs.core.estimators_shrinkage import _group_chunks
+
+    k = np.array([3.0, 0.0, 5.0, 12.0, 1.0, 0.0, 4.0])
+    chunks = list(_group_chunks(k, 6))
+    assert chunks == [(0, 2, 0, 3), (2, 3, 3, 8), (3, 4, 8, 20), (4, 7, 20, 25)]
+    assert list(_group_chunks(np.zeros(3), 6)) == []

@@ -9,6 +9,11 @@ Prints one JSON line per step, medians of ``--repeats``:
 - ``prior_fit``: :func:`jobs.core.estimators_shrinkage.fit_group_priors` in pandas, per
   level (template, class, host), on the 1/8 of state/dt=D whose URL hash is 0 mod 8 (about
   one update_state bucket);
+- ``prior_fit_bucket``: the same fit of the host level on the whole of state/dt=D (one
+  pandas call, as a fit bucket of update_state at 10M URLs holds several hundred thousand
+  rows), with its EM in chunks of whole groups (``chunk_rows`` default) and in one piece:
+  median seconds and the peak of memory allocated during the call (tracemalloc, which
+  numpy reports to), in MB;
 - ``log_checks``: :func:`jobs.ingest.read_fetch_logs` of D, checked and persisted, counted;
 - ``map_overhead``: state/dt=D persisted in 8 partitions, then a Parquet write alone, after
   an identity ``mapInPandas`` and after an identity ``mapInArrow`` (what passing the wide
@@ -57,6 +62,31 @@ def prior_fit(root: str, date: str, repeats: int) -> dict:
                                                          hosts=part["host"]).to_numpy(object)
         out[f"{level}_s"] = _median_seconds(
             lambda: estimators_shrinkage.fit_group_priors(stats, groups), repeats)
+    return out
+
+
+def _peak_mb(fn) -> float:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+    finally:
+        tracemalloc.stop()
+
+
+def prior_fit_bucket(root: str, date: str, repeats: int) -> dict:
+    files = sorted(Path(root, "state", f"dt={date}").glob("*.parquet"))
+    state = pd.concat([pq.read_table(f, columns=["host", *STATS_COLUMNS]).to_pandas()
+                       for f in files], ignore_index=True)
+    stats, groups = state[list(STATS_COLUMNS)].astype(float), state["host"].to_numpy(object)
+    out = {"step": "prior_fit_bucket", "rows": len(state), "groups": len(set(groups))}
+    for name, chunk in (("chunked", {}), ("whole", {"chunk_rows": 10**12})):
+        def fit():
+            return estimators_shrinkage.fit_group_priors(stats, groups, **chunk)
+        out[f"{name}_s"] = _median_seconds(fit, repeats)
+        out[f"{name}_peak_mb"] = _peak_mb(fit)
     return out
 
 
@@ -109,6 +139,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     for line in [prior_fit(args.root, args.date, args.repeats),
+                 prior_fit_bucket(args.root, args.date, args.repeats),
                  *spark_steps(args.root, args.date, args.repeats)]:
         print(json.dumps(line), flush=True)
     return 0
