@@ -328,6 +328,52 @@ def test_hierarchical_priors_pick_template_then_class_then_host(spark, tmp_path)
     assert sorted(set(pure_class)) == ["*/feed", "*/news", "*/shop"]
 
 
+def test_a_large_group_is_fitted_on_its_hash_sample_and_a_small_one_whole(spark, tmp_path):
+    """A group above estimation.prior_fit_max_urls is fitted on the URLs whose sample unit
+    is below max / size (drawn in Spark before the shuffle); a smaller group on all of its
+    URLs. The fits equal fit_group_priors on exactly those rows."""
+    from jobs.core.estimators_shrinkage import fit_group_priors
+    from jobs.core.estimators_stats import STATS_COLUMNS
+
+    rng = np.random.default_rng(5)
+    hosts = ["big.example"] * 400 + ["small.example"] * 30
+    rows = []
+    for i, host in enumerate(hosts):
+        row = dict.fromkeys(STATS_COLUMNS, 0.0)
+        changed = int(rng.integers(0, 10))
+        # big.example's rates drift with i, so a sample's fit differs from the whole's
+        interval = 0.2 + (i % 400) / 100.0 if host == "big.example" else 1.0
+        row.update(url=f"https://{host}/p{i}", host=host, chg_n_05=float(changed),
+                   chg_t_05=changed * interval, unch_n=float(10 - changed),
+                   unch_t=(10 - changed) * interval)
+        rows.append(row)
+    pdf = pd.DataFrame(rows)
+    sdf = spark.createDataFrame(pdf)
+    cfg = make_config(str(tmp_path), "estimation.prior_level=host",
+                      "estimation.prior_fit_max_urls=100")
+    got = (update_state.with_group_priors(cfg, sdf).groupBy("host")
+           .agg({"prior_shape": "max", "prior_rate": "max"}).toPandas().set_index("host"))
+    unit = (sdf.select("url", update_state.prior_sample_unit().alias("u")).toPandas()
+            .set_index("url")["u"])
+    size = pdf.groupby("host")["url"].transform("size").to_numpy(float)
+    kept = pdf[unit.loc[pdf["url"]].to_numpy() < 100.0 / size]
+    assert 60 <= (kept["host"] == "big.example").sum() <= 140
+    assert (kept["host"] == "small.example").sum() == 30
+    for host in ("big.example", "small.example"):
+        mine = kept[kept["host"] == host].sort_values("url")
+        want = fit_group_priors(mine[list(STATS_COLUMNS)].astype(float),
+                                mine["host"].to_numpy(object), min_urls=3).loc[host]
+        assert want["method"] == "em"
+        np.testing.assert_allclose(got.loc[host, ["max(prior_shape)", "max(prior_rate)"]]
+                                   .to_numpy(float),
+                                   want[["prior_shape", "prior_rate"]].to_numpy(float),
+                                   rtol=1e-9)
+    whole = fit_group_priors(pdf[list(STATS_COLUMNS)], pdf["host"].to_numpy(object),
+                             min_urls=3).loc["big.example"]
+    assert not np.isclose(whole["prior_rate"], got.loc["big.example", "max(prior_rate)"],
+                          rtol=1e-3)  # the sample mattered
+
+
 def test_spark_group_keys_equal_the_pure_ones_on_tricky_urls(spark, tmp_path):
     """update_state's Spark group keys are built from the one URL_PATTERN and ID_PATTERN of
     jobs.core.estimators_shrinkage and agree with group_key_from_url, including the front

@@ -76,11 +76,14 @@ def _add_new_urls(state: pd.DataFrame, logs: pd.DataFrame) -> pd.DataFrame:
     state = state.reset_index(drop=True)
     new_urls = pd.Index(logs["url"].unique()).difference(pd.Index(state["url"]))
     if len(new_urls):
-        # Reindexing adds all-missing rows for new URLs without concat's dtype pitfalls.
+        # Reindexing adds all-missing rows for new URLs without concat's dtype pitfalls;
+        # by position, so the wide frame is copied once (not by url, renamed and reset).
         host_of = logs.drop_duplicates("url").set_index("url")["host"]
-        state = state.set_index("url").reindex(pd.Index(state["url"]).append(new_urls))
-        state.loc[new_urls, "host"] = host_of.loc[new_urls].to_numpy()
-        state = state.rename_axis("url").reset_index()
+        urls = np.concatenate([state["url"].to_numpy(object), new_urls.to_numpy(object)])
+        hosts = np.concatenate([state["host"].to_numpy(object),
+                                host_of.loc[new_urls].to_numpy(object)])
+        state = state.reindex(pd.RangeIndex(len(urls)))
+        state["url"], state["host"] = urls, hosts
     return state
 
 
