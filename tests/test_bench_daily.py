@@ -78,7 +78,7 @@ def test_peak_sampler_sees_a_child_process_and_splits_it_from_the_driver():
 
     # A child holding ~200 MB: its RSS must show under python_workers, not the driver.
     code = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(3)"
-    with PeakRSS(interval=0.05) as mem:
+    with PeakRSS(interval=0.05, pss_every=1) as mem:
         child = subprocess.Popen([sys.executable, "-c", code])
         time.sleep(2.0)
         child.wait()

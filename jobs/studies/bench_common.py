@@ -5,6 +5,8 @@ driver/executor and the Python workers), sampled every 0.2 s with psutil: the dr
 alone would miss most of a Spark stage's memory. Beside it, where that peak sat (the JVM,
 the Python workers, this process) and the peak sum of PSS: forked Python workers share
 pages with their daemon, which RSS counts once per process and PSS divides among them.
+PSS is read every ``pss_every``-th sample only: reading it walks the page tables of an
+8 GB JVM, and every 0.2 s that cost the benchmark a third of a core.
 """
 from __future__ import annotations
 
@@ -27,19 +29,21 @@ class PeakRSS:
     """Peak of the summed RSS of this process tree, sampled in a thread; ``parts``: the
     RSS per :func:`process_kind` at that peak; ``peak_pss``: the peak summed PSS."""
 
-    def __init__(self, interval=0.2):
-        self.interval, self.peak, self.peak_pss = interval, 0, 0
+    def __init__(self, interval=0.2, pss_every=25):
+        self.interval, self.pss_every, self.peak, self.peak_pss = interval, pss_every, 0, 0
         self.parts: dict[str, int] = {}
         self._stop = threading.Event()
 
     def _sample(self):
         me = psutil.Process()
+        n = 0
         while not self._stop.is_set():
-            parts, pss = {}, 0
+            parts, pss, with_pss = {}, 0, n % self.pss_every == 0
             for p in [me] + me.children(recursive=True):
                 try:
                     kind, rss = process_kind(p, me), p.memory_info().rss
-                    pss += getattr(p.memory_full_info(), "pss", rss)
+                    if with_pss:
+                        pss += getattr(p.memory_full_info(), "pss", rss)
                 except psutil.Error:
                     continue
                 parts[kind] = parts.get(kind, 0) + rss
@@ -47,6 +51,7 @@ class PeakRSS:
             if total > self.peak:
                 self.peak, self.parts = total, parts
             self.peak_pss = max(self.peak_pss, pss)
+            n += 1
             self._stop.wait(self.interval)
 
     def __enter__(self):
