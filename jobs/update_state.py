@@ -35,7 +35,7 @@ from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import (estimators_shrinkage, host_health, observations, state_update,  # noqa: E402
                        trust)
-from jobs.core.estimators_stats import STATS_COLUMNS  # noqa: E402
+from jobs.core.estimators_stats import STATS_COLUMNS, observation_columns  # noqa: E402
 from jobs.params import trust_params, update_params  # noqa: E402
 from jobs.paths import previous_day  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
@@ -168,21 +168,32 @@ def _fit_priors(cfg: Config, folded, keys):
 
     Each group is fitted on a deterministic hash sample of about ``prior_fit_max_urls`` of
     its URLs (the whole group when smaller: unit < max / size), drawn before the shuffle:
-    a URL class spans a tenth of the crawl, and whole it reached one pandas call (1M rows
-    at 10M URLs, 2.3 GB per Python worker) to keep 20,000. The sizes of the groups that
+    a URL class can span a large share of the crawl (~1M URLs of the 10M benchmark), and
+    whole it reached one pandas call to keep 20,000 (the Python workers peaked at 4.7 GB in
+    that stage: docs/benchmarks.md). The sizes of the groups that
     need a sample come from a count per group (a partial aggregate: one row per group and
-    partition crosses the shuffle); there are at most rows / max of them, so broadcast."""
+    partition crosses the shuffle); there are at most rows / max of them, so broadcast.
+
+    Only URLs with an observation cross the shuffle: the EM reads only those, and a URL
+    without one adds zeros to its group's pooled sums (most of a young crawl: 86 % of the
+    1M benchmark's state). A group without any gets no prior either way. The sample still
+    counts every URL of the group, as before."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    rows = reduce(lambda a, b: a.unionByName(b), [
-        folded.select(F.lit(level).cast("int").alias("_level"), key.alias("_group"), "url",
-                      prior_sample_unit().alias("_unit"), *STATS_COLUMNS)
-        for level, key in enumerate(keys)])
+    def by_level(frame, *cols):
+        return reduce(lambda a, b: a.unionByName(b), [
+            frame.select(F.lit(level).cast("int").alias("_level"), key.alias("_group"), *cols)
+            for level, key in enumerate(keys)])
+
+    observed = reduce(lambda a, b: a | b, [F.coalesce(F.col(c), F.lit(0.0)) > 0
+                                           for c in observation_columns()])
     max_urls = cfg.estimation.prior_fit_max_urls
-    large = (rows.groupBy("_level", "_group").agg(F.count("*").alias("_size"))
+    large = (by_level(folded).groupBy("_level", "_group").agg(F.count("*").alias("_size"))
              .filter(F.col("_size") > max_urls))
+    rows = by_level(folded.filter(observed), "url", prior_sample_unit().alias("_unit"),
+                    *STATS_COLUMNS)
     sample = (rows.join(F.broadcast(large), ["_level", "_group"], "left")
               .filter(F.col("_size").isNull()
                       | (F.col("_unit") < F.lit(float(max_urls)) / F.col("_size")))

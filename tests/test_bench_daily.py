@@ -120,3 +120,22 @@ def test_keep_refuses_a_root_generated_with_other_arguments(tmp_path):
     with pytest.raises(SystemExit, match="refusing to delete"):
         prepare_data(args)
     assert (tmp_path / "precious.txt").exists()
+
+
+def test_rss_series_counts_a_child_as_a_python_worker():
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from jobs.studies.rss_series import sample
+
+    code = "b = bytearray(100 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(3)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(1.5)
+        s = sample(psutil.Process())
+        assert s["n"] >= 1 and s["python_workers"] > 0.09 and s["jvm"] == 0.0
+    finally:
+        child.wait()

@@ -347,6 +347,13 @@ def test_a_large_group_is_fitted_on_its_hash_sample_and_a_small_one_whole(spark,
                    chg_t_05=changed * interval, unch_n=float(10 - changed),
                    unch_t=(10 - changed) * interval)
         rows.append(row)
+    # URLs never observed: they count in their group's size but are left out of the fit
+    # (a group of only such URLs gets no prior), with the same fits as the pure function's.
+    for i in range(50):
+        rows.append({**dict.fromkeys(STATS_COLUMNS, 0.0), "url": f"https://big.example/u{i}",
+                     "host": "big.example"})
+    rows += [{**dict.fromkeys(STATS_COLUMNS, 0.0), "url": f"https://idle.example/u{i}",
+              "host": "idle.example"} for i in range(5)]
     pdf = pd.DataFrame(rows)
     sdf = spark.createDataFrame(pdf)
     cfg = make_config(str(tmp_path), "estimation.prior_level=host",
@@ -359,6 +366,8 @@ def test_a_large_group_is_fitted_on_its_hash_sample_and_a_small_one_whole(spark,
     kept = pdf[unit.loc[pdf["url"]].to_numpy() < 100.0 / size]
     assert 60 <= (kept["host"] == "big.example").sum() <= 140
     assert (kept["host"] == "small.example").sum() == 30
+    assert ((kept["host"] == "big.example") & kept["url"].str.contains("/u")).any()
+    assert got.loc["idle.example"].isna().all()  # no observation: no prior
     for host in ("big.example", "small.example"):
         mine = kept[kept["host"] == host].sort_values("url")
         want = fit_group_priors(mine[list(STATS_COLUMNS)].astype(float),

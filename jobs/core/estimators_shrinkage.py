@@ -185,9 +185,9 @@ def fit_group_priors(stats: pd.DataFrame, groups, *, min_urls: int = 3, min_obs:
         EM stops when μ and τ move less than ``tol`` (log units).
     chunk_rows : int
         The EM holds several (observed URLs × ``grid_size``) arrays: it runs on chunks of
-        whole groups of about this many observed URLs (a group larger than that alone), so
-        memory stays bounded whatever the input (375k rows made ~1.4 GB per call). A
-        group's fit does not depend on its chunk mates.
+        whole groups of at most this many observed URLs (a group larger than that alone),
+        so memory stays bounded whatever the input (each array is 8 × rows × grid_size
+        bytes: 288 MB at 375k rows). A group's fit does not depend on its chunk mates.
 
     Returns
     -------

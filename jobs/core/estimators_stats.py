@@ -84,11 +84,16 @@ def check_stats(stats: pd.DataFrame) -> None:
         raise ValueError("stats columns must be finite and non-negative")
 
 
+def observation_columns(use_lm: bool = True) -> list[str]:
+    """The (non-negative) columns :func:`observation_count` sums: a row has an observation
+    when any of them is positive."""
+    return list(CHANGED_COUNT_COLUMNS) + [UNCHANGED_COUNT] + ([LM_COUNT] if use_lm else [])
+
+
 def observation_count(stats: pd.DataFrame, use_lm: bool = True) -> np.ndarray:
     """Effective (decayed) observations per row: changed and unchanged fetches, plus the
     trusted Last-Modified ones with ``use_lm``."""
-    cols = list(CHANGED_COUNT_COLUMNS) + [UNCHANGED_COUNT] + ([LM_COUNT] if use_lm else [])
-    return stats[cols].to_numpy(float).sum(axis=1)
+    return stats[observation_columns(use_lm)].to_numpy(float).sum(axis=1)
 
 
 def interval_bin(interval_days) -> np.ndarray:

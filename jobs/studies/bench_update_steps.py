@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m jobs.studies.bench_update_steps --root /tmp/bd1m --date 2024-01-03
+    python -m jobs.studies.bench_update_steps --root /tmp/bd1m --date 2024-01-03 [--steps fold]
 
 Prints one JSON line per step, medians of ``--repeats``:
 
@@ -14,6 +14,10 @@ Prints one JSON line per step, medians of ``--repeats``:
   rows), with its EM in chunks of whole groups (``chunk_rows`` default) and in one piece:
   median seconds and the peak of memory allocated during the call (tracemalloc, which
   numpy reports to), in MB;
+- ``fold``: update_state's fold function (:func:`jobs.update_state._fold_fn`, i.e.
+  :func:`jobs.core.state_update.fold_day` plus the importance weights) in pandas over 8
+  URL-hash buckets of state/dt=D-1 with the fetch logs of D and the importance table (the
+  rows a bucket's cogroup hands it; no trust flags, no signals): seconds for all 8;
 - ``log_checks``: :func:`jobs.ingest.read_fetch_logs` of D, checked and persisted, counted;
 - ``map_overhead``: state/dt=D persisted in 8 partitions, then a Parquet write alone, after
   an identity ``mapInPandas`` and after an identity ``mapInArrow`` (what passing the wide
@@ -37,7 +41,7 @@ import pyarrow.parquet as pq
 
 from jobs.config import load_config
 from jobs.core import estimators_shrinkage
-from jobs.core.estimators_stats import STATS_COLUMNS
+from jobs.core.estimators_stats import STATS_COLUMNS, observation_count
 
 
 def _median_seconds(fn, repeats: int) -> float:
@@ -65,6 +69,40 @@ def prior_fit(root: str, date: str, repeats: int) -> dict:
     return out
 
 
+def fold(root: str, date: str, repeats: int) -> dict:
+    import glob
+
+    import numpy as np
+
+    from jobs import update_state
+    from jobs.core import url_hash
+    from jobs.paths import previous_day
+
+    def read(table_dir):
+        return pd.concat([pq.read_table(f).to_pandas()
+                          for f in sorted(glob.glob(f"{root}/{table_dir}/*.parquet"))],
+                         ignore_index=True)
+
+    def bucket_of(frame):
+        return np.mod(url_hash.xxh64(frame["url"].to_numpy(object)).astype(np.int64), 8)
+
+    state = read(f"state/dt={previous_day(date)}")
+    logs, weights = read(f"fetch_logs/dt={date}"), read("importance")
+    cols = update_state._ROW_COLS
+    fetch_rows = logs.reindex(columns=cols).assign(is_signal=False, is_importance=False)
+    weight_rows = (weights[["url"]].reindex(columns=cols)
+                   .assign(importance=weights["importance"].astype(float), is_signal=False,
+                           is_importance=True))
+    sb, fb, wb = bucket_of(state), bucket_of(fetch_rows), bucket_of(weight_rows)
+    buckets = [(state[sb == b].reset_index(drop=True),
+                pd.concat([fetch_rows[fb == b], weight_rows[wb == b].astype(fetch_rows.dtypes)],
+                          ignore_index=True)) for b in range(8)]
+    fn = update_state._fold_fn(load_config(None, [f"paths.root={root}"]), date)
+    return {"step": "fold", "state_rows": len(state), "log_rows": len(logs),
+            "importance_rows": len(weights),
+            "seconds": _median_seconds(lambda: [fn(st, rows) for st, rows in buckets], repeats)}
+
+
 def _peak_mb(fn) -> float:
     import tracemalloc
 
@@ -81,7 +119,8 @@ def prior_fit_bucket(root: str, date: str, repeats: int) -> dict:
     state = pd.concat([pq.read_table(f, columns=["host", *STATS_COLUMNS]).to_pandas()
                        for f in files], ignore_index=True)
     stats, groups = state[list(STATS_COLUMNS)].astype(float), state["host"].to_numpy(object)
-    out = {"step": "prior_fit_bucket", "rows": len(state), "groups": len(set(groups))}
+    out = {"step": "prior_fit_bucket", "rows": len(state), "groups": len(set(groups)),
+           "observed_rows": int((observation_count(stats) > 0).sum())}
     for name, chunk in (("chunked", {}), ("whole", {"chunk_rows": 10**12})):
         def fit():
             return estimators_shrinkage.fit_group_priors(stats, groups, **chunk)
@@ -132,16 +171,22 @@ def spark_steps(root: str, date: str, repeats: int) -> list[dict]:
     return lines
 
 
+STEPS = {"prior_fit": prior_fit, "prior_fit_bucket": prior_fit_bucket, "fold": fold,
+         "spark": spark_steps}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", required=True, help="a bench_daily root with state/dt=DATE")
     ap.add_argument("--date", default="2024-01-03")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", nargs="+", choices=sorted(STEPS), default=sorted(STEPS),
+                    help="steps to run (default: all; spark = log_checks and map_overhead)")
     args = ap.parse_args(argv)
-    for line in [prior_fit(args.root, args.date, args.repeats),
-                 prior_fit_bucket(args.root, args.date, args.repeats),
-                 *spark_steps(args.root, args.date, args.repeats)]:
-        print(json.dumps(line), flush=True)
+    for name in args.steps:
+        out = STEPS[name](args.root, args.date, args.repeats)
+        for line in out if isinstance(out, list) else [out]:
+            print(json.dumps(line), flush=True)
     return 0
 
 
