@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.config import load_config
@@ -90,13 +91,18 @@ def fold(root: str, date: str, repeats: int) -> dict:
     logs, weights = read(f"fetch_logs/dt={date}"), read("importance")
     cols = update_state._ROW_COLS
     fetch_rows = logs.reindex(columns=cols).assign(is_signal=False, is_importance=False)
-    weight_rows = (weights[["url"]].reindex(columns=cols)
-                   .assign(importance=weights["importance"].astype(float), is_signal=False,
-                           is_importance=True))
+    weight_rows = pd.DataFrame({"url": weights["url"],
+                                "importance": weights["importance"].astype(float),
+                                "is_signal": False, "is_importance": True})
     sb, fb, wb = bucket_of(state), bucket_of(fetch_rows), bucket_of(weight_rows)
-    buckets = [(state[sb == b].reset_index(drop=True),
-                pd.concat([fetch_rows[fb == b], weight_rows[wb == b].astype(fetch_rows.dtypes)],
-                          ignore_index=True)) for b in range(8)]
+
+    def bucket_rows(b):  # through Arrow, as the cogroup hands them (null ints as floats)
+        parts = [pa.Table.from_pandas(f, preserve_index=False)
+                 for f in (fetch_rows[fb == b], weight_rows[wb == b])]
+        return (pa.concat_tables(parts, promote_options="default").to_pandas()
+                .reindex(columns=cols))
+
+    buckets = [(state[sb == b].reset_index(drop=True), bucket_rows(b)) for b in range(8)]
     fn = update_state._fold_fn(load_config(None, [f"paths.root={root}"]), date)
     return {"step": "fold", "state_rows": len(state), "log_rows": len(logs),
             "importance_rows": len(weights),
