@@ -170,9 +170,9 @@ def _fit_priors(cfg: Config, folded, keys):
     its URLs (the whole group when smaller: unit < max / size), drawn before the shuffle:
     a URL class can span a large share of the crawl (~1M URLs of the 10M benchmark), and
     whole it reached one pandas call to keep 20,000 (the Python workers peaked at 4.7 GB in
-    that stage: docs/benchmarks.md). The sizes of the groups that
-    need a sample come from a count per group (a partial aggregate: one row per group and
-    partition crosses the shuffle); there are at most rows / max of them, so broadcast.
+    that stage: docs/benchmarks.md). The sizes of the groups that need a sample come from a
+    count per group (a partial aggregate: one row per group and partition crosses the
+    shuffle); there are at most rows / max of them, so broadcast.
 
     Only URLs with an observation cross the shuffle: the EM reads only those, and a URL
     without one adds zeros to its group's pooled sums (most of a young crawl: 86 % of the
