@@ -31,6 +31,7 @@ from jobs import budget_cut, ingest, partitions, policy_rates, schemas, storage 
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
+from jobs.core.timing import TIMING_COLUMNS  # noqa: E402
 from jobs.params import budget_params  # noqa: E402
 from jobs.paths import planning_window, work_path  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
@@ -48,10 +49,13 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
              else spark.createDataFrame([], schemas.STATE.spark_ddl()))
     signal = (F.col("pending_signal_at").cast("timestamp") if "pending_signal_at" in state.columns
               else F.lit(None).cast("timestamp"))
+    # State written before the time-of-day sums existed has none: no rhythm learnt yet.
+    rhythm = [(F.col(c) if c in state.columns else F.lit(None)).cast("double").alias(c)
+              for c in TIMING_COLUMNS]
     known = state.select(
         "host", "url", "lane", "lambda_hat", "importance", "interval_s", "last_fetch_at",
         "last_success_at", "last_status", "etag", "last_modified", "gone",
-        F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"))
+        F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"), *rhythm)
 
     frontier, bad_frontier = ingest.read_frontier(spark, cfg, run_date)
     page_rows += storage.partition_rows(cfg.paths.table("frontier", run_date))
@@ -69,7 +73,8 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
                        F.lit(None).cast("string").alias("etag"),
                        F.lit(None).cast("string").alias("last_modified"),
                        F.lit(False).alias("gone"), F.lit("full").alias("method_hint"),
-                       F.lit(None).cast("timestamp").alias("pending_signal_at")))
+                       F.lit(None).cast("timestamp").alias("pending_signal_at"),
+                       *[F.lit(None).cast("double").alias(c) for c in TIMING_COLUMNS]))
         pages = known.unionByName(new)
     else:
         pages = known

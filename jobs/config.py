@@ -285,6 +285,25 @@ class EstimationConfig:
 
 
 @dataclass(frozen=True)
+class TimingConfig:
+    enabled: bool = _doc("Learn when in the day or week each URL changes (from trusted "
+                         "Last-Modified dates, confirmed trusted push signals and short changed "
+                         "intervals; jobs/core/timing.py), place a timed URL's visits just after "
+                         "its changes and price it as such (optimal). false: even spacing only.",
+                         default=True)
+    min_dated_changes: float = _doc("Decayed dated changes (half-life estimation.half_life_days) "
+                                    "a URL needs before its rhythm is used.", default=5.0)
+    min_concentration: float = _doc("Mean resultant length (0-1) the changes' times need on the day "
+                                    "or week circle: 0.9 is a circular sd of about 1.75 h a day.",
+                                    default=0.9)
+    visit_lag_s: float = _doc("A timed URL's visit is placed this long after its mean change "
+                              "time, plus two circular standard deviations.", default=600.0)
+    max_arc_s: float = _doc("A changed interval no longer than this (seconds) counts as "
+                            "evidence of the change's time of day (its midpoint, weighted by "
+                            "sinc(length / day)).", default=21600.0)
+
+
+@dataclass(frozen=True)
 class TrustConfig:
     half_life_days: float = _doc("Half-life (days) of the per-host validator evidence, so trust "
                                  "is re-earned (and lies forgiven) over time.", default=60.0)
@@ -414,6 +433,7 @@ class Config:
     publish: PublishConfig = field(default_factory=PublishConfig)
     airflow: AirflowConfig = field(default_factory=AirflowConfig)
     estimation: EstimationConfig = field(default_factory=EstimationConfig)
+    timing: TimingConfig = field(default_factory=TimingConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     signals: SignalsConfig = field(default_factory=SignalsConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
@@ -471,7 +491,7 @@ def _validate(c: Config) -> None:
 
 
 def _validate_update_sections(c: Config) -> None:
-    """[estimation], [trust], [signals], [health], [audit] (the update_state side)."""
+    """[estimation], [timing], [trust], [signals], [health], [audit] (the update_state side)."""
     e, t, g, h, a = c.estimation, c.trust, c.signals, c.health, c.audit
     for key, value in (("estimation.half_life_days", e.half_life_days),
                        ("trust.half_life_days", t.half_life_days),
@@ -484,6 +504,11 @@ def _validate_update_sections(c: Config) -> None:
         raise ConfigError("estimation.prior_fit_max_urls must be >= 100")
     if e.prior_min_urls < 2:
         raise ConfigError("estimation.prior_min_urls must be >= 2")
+    tm = c.timing
+    if not (0 <= tm.min_dated_changes < float("inf") and 0 < tm.min_concentration <= 1
+            and 0 <= tm.visit_lag_s < 86400 and 0 <= tm.max_arc_s <= 86400):
+        raise ConfigError("need timing.min_dated_changes finite >= 0, 0 < min_concentration <= 1, "
+                          "0 <= visit_lag_s < 86400 and 0 <= max_arc_s <= 86400")
     for key, value in (("estimation.level", e.level), ("audit.level", a.level)):
         if not 0 < value < 1:
             raise ConfigError(f"{key} must be in (0, 1)")

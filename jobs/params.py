@@ -9,7 +9,7 @@ as :attr:`jobs.core.lanes.BudgetParams.daily_fetches`.
 from __future__ import annotations
 
 from jobs.config import Config
-from jobs.core import host_health, host_plan, lanes, state_update, trust
+from jobs.core import host_health, host_plan, lanes, state_update, timing, trust
 from jobs.core.policies import get_policy
 from jobs.paths import DAY_S
 
@@ -36,14 +36,23 @@ def plan_context(cfg: Config, window_start: float, window_end: float) -> host_pl
         fast_patterns=ln.fast_patterns, fast_rate=f_max,
         fast_enabled=lanes.share_targets(budget_params(cfg))["fast"] >= 1,
         audit_rate=cfg.audit.sample_rate, audit_cadence_days=ln.audit_cadence_days,
-        policy=policy, fast_floor=bool(ln.fast_as_floor and policy.budget_aware))
+        policy=policy, fast_floor=bool(ln.fast_as_floor and policy.budget_aware),
+        timing=timing_params(cfg))
+
+
+def timing_params(cfg: Config) -> timing.TimingParams:
+    t = cfg.timing
+    return timing.TimingParams(enabled=t.enabled, min_dated_changes=t.min_dated_changes,
+                               min_concentration=t.min_concentration, visit_lag_s=t.visit_lag_s,
+                               max_arc_s=t.max_arc_s)
 
 
 def update_params(cfg: Config) -> state_update.UpdateParams:
     return state_update.UpdateParams(
         floor_s=cfg.intervals.floor_s, cap_s=cfg.intervals.cap_s,
         initial_s=cfg.intervals.initial_s, gone_after=cfg.policy.gone_after,
-        half_life_days=cfg.estimation.half_life_days, level=cfg.estimation.level)
+        half_life_days=cfg.estimation.half_life_days, level=cfg.estimation.level,
+        max_arc_s=cfg.timing.max_arc_s)
 
 
 def rate_limit_params(cfg: Config) -> host_health.RateLimitParams:

@@ -230,7 +230,16 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
     C("importance", "float", "importance weight used"),
     C("lane", "string", "refresh or fast"),
     C("updated_dt", "date", "run date that wrote this row"),
-) + tuple(C(name, "float", _STATS_DOC[name[:4]]) for name in _STATS_NAMES))
+) + tuple(C(name, "float", _STATS_DOC[name[:4]]) for name in _STATS_NAMES) + (
+    C("tod_n", "float", "dated changes (trusted Last-Modified or confirmed trusted signal; short "
+                        "changed intervals weighted by sinc(length/day)), decayed: the weight of "
+                        "the time-of-day evidence (jobs/core/timing.py; null: none yet)", True, False),
+    C("tod_cos", "float", "decayed sum of cos(2 pi x time of day) of those changes", True, False),
+    C("tod_sin", "float", "decayed sum of sin(2 pi x time of day)", True, False),
+    C("tow_cos", "float", "decayed sum of cos(2 pi x time of week, from Monday 00:00 UTC)", True,
+      False),
+    C("tow_sin", "float", "decayed sum of sin(2 pi x time of week)", True, False),
+))
 
 HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
                  "Per-host validator trust, signal accuracy and health after the run for dt "

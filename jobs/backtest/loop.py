@@ -39,6 +39,8 @@ BUCKET = "recrawl-backtest"
 POLICIES = ("uniform", "proportional", "adaptive", "optimal", "oracle")
 # A config key owned by another stage, probed rather than assumed: the audit sample rate.
 AUDIT_RATE_KEY = "audit.sample_rate"
+# Off for the oracle: it is the Poisson optimum with the true rates, the ceiling to beat.
+TIMING_KEY = "timing.enabled"
 
 
 def config_has(key: str) -> bool:
@@ -142,6 +144,8 @@ def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | 
     pol = [f"policy.name={'optimal' if policy == 'oracle' else policy}"]
     if config_has(AUDIT_RATE_KEY):  # the planner's audit sample is the harness's sample
         pol.append(f"{AUDIT_RATE_KEY}={spec.audit_rate}")
+    if policy == "oracle" and config_has(TIMING_KEY):
+        pol.append(f"{TIMING_KEY}=false")  # the oracle stays the Poisson optimum (issue 14)
     return load_config(None, base + pol + list(spec.overrides))
 
 

@@ -24,9 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from jobs.core import http_fields, lanes, plan, plan_table, plan_work
+from jobs.core import http_fields, lanes, plan, plan_table, plan_work, timing
 from jobs.core import observations as ob
-from jobs.core.freshness import freshness
 from jobs.core.host_groups import HostGroups
 from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context, re-exported)
 
@@ -48,9 +47,11 @@ SUMMARY_DDL = ("host string, cap long, n_fast long, n_refresh long, n_gone long,
 SUMMARY_COLUMNS = [c.split()[0] for c in SUMMARY_DDL.split(", ")]
 # The page columns passes 1 and 2 read (pass 3 reads them all): allocate sends only these.
 LEVEL_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s", "gone",
-                 "crawl_delay_s", "max_fetches_per_day", "cap_factor")
+                 "crawl_delay_s", "max_fetches_per_day", "cap_factor", *timing.TIMING_COLUMNS)
 # Timestamp columns; plan_bucket takes them as timestamps or as epoch seconds (doubles).
 TIME_COLUMNS = ("last_fetch_at", "last_success_at", "pending_signal_at")
+# A page's learnt rhythm (jobs.core.timing) as plan_work.prepare gives it to due_visits.
+TIMED_COLUMNS = ("period_s", "phase_s", "spread_s")
 
 
 def bucket_summary(pages: pd.DataFrame, ctx: PlanContext, f_low: float, f_high: float):
@@ -203,12 +204,16 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # rhythm came to 6-11 under a limit of 12.1 with a ceiling of 11, for 8 days).
     probe_due = plan_work.flag(pages, "probe_due", False)[g.first]
     catch_up = (probe_due & rates_fill)[g.codes]
-    frame = pd.DataFrame({**page_cols, "lane": lane})
+    # A timed page's visits go just after its learnt change time (a signal is due now).
+    timed = {c: np.where(signal, np.nan, work[c].to_numpy()) for c in TIMED_COLUMNS}
+    frame = pd.DataFrame({**page_cols, "lane": lane, **timed})
+    lag = ctx.timing.visit_lag_s if ctx.timing is not None else 0.0
     visits = pd.concat([
         plan.due_visits(frame[keep & ~catch_up], ctx.window_start, ctx.window_end,
-                        ctx.max_visits_per_url),
+                        ctx.max_visits_per_url, lag_s=lag),
         plan.due_visits(frame[keep & catch_up], ctx.window_start, ctx.window_end,
-                        ctx.max_visits_per_url, resume_rhythm=False)], ignore_index=True)
+                        ctx.max_visits_per_url, resume_rhythm=False, lag_s=lag)],
+        ignore_index=True).drop(columns=list(TIMED_COLUMNS))
     if work["audit"].any():
         visits = pd.concat([visits, _audit_visits(page_cols, b, ctx)], ignore_index=True)
     visit_hosts = HostGroups.from_codes(g.labels, g.codes[visits["page"].to_numpy()])
@@ -233,7 +238,8 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     })
     policy = ctx.policy
     live = known & ~gone
-    fresh = freshness(work["lambda_hat"].to_numpy(), rate)
+    fresh = timing.expected_freshness(work["lambda_hat"].to_numpy(), rate,
+                                      work["period_s"].to_numpy())
     imp = work["importance"].to_numpy()
     figures = {"host": g.labels, "url": None, "lane": None, "crawl_delay_s": delay,
                "due_count": visit_hosts.counts,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from jobs.core import timing
 from jobs.core.freshness import p_changed
 from jobs.core.host_groups import HostGroups
 from jobs.core.times import DAY_S
@@ -47,7 +48,8 @@ def host_cap(crawl_delay_s, max_fetches_per_day=None) -> np.ndarray:
 
 
 def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
-               max_visits_per_url: int = 24, resume_rhythm: bool = True) -> pd.DataFrame:
+               max_visits_per_url: int = 24, resume_rhythm: bool = True,
+               lag_s: float = 0.0) -> pd.DataFrame:
     """Expand pages into the visits due inside ``[window_start, window_end)``.
 
     Parameters
@@ -62,6 +64,10 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     resume_rhythm : bool
         Overdue URLs wait for the next point of their grid (default) rather than all
         being due at the window start.
+    lag_s : float
+        With columns ``period_s``, ``phase_s``, ``spread_s`` (a learnt rhythm, NaN: none),
+        a timed page's first visit moves to the nearest ``phase + lag_s + 2 spread`` of its
+        period (:func:`jobs.core.timing.snap_to_phase`) and the rest follow 1/f apart.
 
     Returns
     -------
@@ -80,6 +86,10 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     else:  # catch up: every overdue URL is due at the window start
         first_due = np.where(np.isnan(last), window_start, last + period)
     first_due = np.maximum(first_due, window_start)
+    if "period_s" in pages.columns:
+        r = timing.Rhythm(*(pages[c].to_numpy(dtype=float)
+                            for c in ("period_s", "phase_s", "spread_s")))
+        first_due = timing.snap_to_phase(first_due, period, r, lag_s, window_start)
     n = np.where(first_due < window_end,
                  np.ceil((window_end - first_due) / period).astype(np.int64), 0)
     n = np.minimum(n, max_visits_per_url)

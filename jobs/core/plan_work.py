@@ -24,10 +24,11 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from jobs.core import lanes
+from jobs.core import lanes, timing
 from jobs.core.audit_sample import day_unit
 from jobs.core.host_groups import HostGroups
 from jobs.core.times import epoch_seconds
+from jobs.core.timing import TimingParams
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class PlanContext:
     level: Any = None                         # float or MultiplierSolution (pass 3)
     max_visits_per_url: int = 24
     audit_keep: float = 1.0                   # share of due audits the cut can keep (lanes.audit_keep)
+    timing: Optional[TimingParams] = None     # None: no rhythm learnt, even spacing
 
     @property
     def day_index(self) -> int:
@@ -130,11 +132,25 @@ def prepare(pages: pd.DataFrame, ctx: PlanContext, groups: HostGroups | None = N
     if ctx.audit_keep < 1.0:  # only the audits the day's cut can keep claim a host's cap
         audit &= audit_priority(urls, ctx.day_index) > 1.0 - ctx.audit_keep
     interval = pages["interval_s"].to_numpy(dtype=float)
+    r = page_rhythm(pages, ctx)
     return pd.DataFrame({
         "url": urls, "lane": lane, "known": known, "gone": gone, "lambda_hat": lam,
         "importance": imp, "interval_s": np.where(np.isnan(interval), ctx.initial_s, interval),
         "audit": audit & known & ~gone, "audit_offset_s": offset,
+        "period_s": r.period_s, "phase_s": r.phase_s, "spread_s": r.spread_s,
+        "timing_gain": timing.value_gain(lam, r.period_s), "rate_ceiling": timing.rate_ceiling(r.period_s),
     })
+
+
+def page_rhythm(pages: pd.DataFrame, ctx: PlanContext) -> timing.Rhythm:
+    """Each page's learnt rhythm (:func:`jobs.core.timing.rhythm`); none without the
+    ``TIMING_COLUMNS`` (frontier pages, older state) or with timing off."""
+    if ctx.timing is None or not all(c in pages.columns for c in timing.TIMING_COLUMNS):
+        sums = timing.empty(len(pages))
+    else:
+        sums = {c: np.nan_to_num(pages[c].to_numpy(dtype=float)) for c in timing.TIMING_COLUMNS}
+    params = ctx.timing or TimingParams(False, 0.0, 1.0, 0.0, 0.0)
+    return timing.rhythm(sums, params)
 
 
 def audit_priority(urls, day_index: int) -> np.ndarray:

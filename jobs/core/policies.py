@@ -188,17 +188,42 @@ class OptimalPolicy(RatePolicy):
         check_objective(self.objective)
 
     def rate_fn(self, pages):
-        lam, weight = _column(pages, "lambda_hat"), _column(pages, "importance")
+        lam, weight = _column(pages, "lambda_hat"), _timed_weight(pages, self.objective)
         # The prices outside which each page sits on its box bound, once per rate function:
         # the demand pass prices the same pages at every grid level, and most of them are
         # at f_min or f_max at most levels, so only the others need the stationarity root.
         bounds = box_prices(lam, weight, self.f_min, self.f_max, self.objective)
-        return lambda level: optimal_rates(lam, weight, level, self.f_min, self.f_max,
-                                           self.objective, bounds=bounds)
+        ceiling = _rate_ceiling(pages, self.f_min)
+        if ceiling is None:
+            return lambda level: optimal_rates(lam, weight, level, self.f_min, self.f_max,
+                                               self.objective, bounds=bounds)
+        # A per-page upper bound only tightens the box: clip(f*, f_min, min(f_max, c)).
+        return lambda level: np.minimum(optimal_rates(lam, weight, level, self.f_min,
+                                                      self.f_max, self.objective,
+                                                      bounds=bounds), ceiling)
 
     def page_bounds(self, pages, f_low, f_high):
-        return price_range(_column(pages, "lambda_hat"), _column(pages, "importance"),
+        return price_range(_column(pages, "lambda_hat"), _timed_weight(pages, self.objective),
                            f_low, f_high, self.objective)
+
+
+def _timed_weight(pages, objective):
+    """Importance, times ``timing_gain`` where given (a timed page, jobs.core.timing: the
+    same freshness for fewer visits). Only the freshness objective has that gain."""
+    weight = _column(pages, "importance")
+    if "timing_gain" in pages.columns and objective == "freshness":
+        weight = weight * _column(pages, "timing_gain")
+    return weight
+
+
+def _rate_ceiling(pages, f_min):
+    """The optional per-page ``rate_ceiling`` (visits/day, at least ``f_min``), or None."""
+    if "rate_ceiling" not in pages.columns:
+        return None
+    ceiling = pages["rate_ceiling"].to_numpy(dtype=float)
+    if not np.any(ceiling < np.inf):
+        return None
+    return np.maximum(np.where(np.isnan(ceiling), np.inf, ceiling), f_min)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import adaptive, estimators_stats as es, http_fields, observations as ob
+from jobs.core import timing
 from jobs.core.estimators import estimate_rate
 from jobs.core.estimators_shrinkage import GROUP_PRIOR_FAMILY
 from jobs.core.times import epoch_seconds as _to_seconds
@@ -46,7 +47,7 @@ BASE_COLUMNS = [
     "n_changes", "exposure_days", "n_errors", "consecutive_gone", "gone", "signal_claim_at",
     "pending_signal_at", "importance", "lane", "updated_dt",
 ]
-STATE_COLUMNS = BASE_COLUMNS + list(es.STATS_COLUMNS)
+STATE_COLUMNS = BASE_COLUMNS + list(es.STATS_COLUMNS) + list(timing.TIMING_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class UpdateParams:
     gone_after: int
     half_life_days: float
     level: float
+    max_arc_s: float
 
 
 def empty_state() -> pd.DataFrame:
@@ -87,13 +89,18 @@ def _add_new_urls(state: pd.DataFrame, logs: pd.DataFrame) -> pd.DataFrame:
     return state
 
 
-def _stats(state: pd.DataFrame, run_date: str, half_life_days: float) -> pd.DataFrame:
-    """Yesterday's statistics (zeros for new URLs), decayed to ``run_date``."""
+def _stats(state: pd.DataFrame, run_date: str, half_life_days: float):
+    """Yesterday's statistics and time-of-day sums (zeros for new URLs, and for rows written
+    before the sums existed), decayed to ``run_date``."""
     stats = state[list(es.STATS_COLUMNS)].apply(pd.to_numeric).fillna(0.0).astype(float)
     written = pd.to_datetime(state["updated_dt"])
-    elapsed = ((pd.Timestamp(run_date) - written) / pd.Timedelta(1, "D")).fillna(0.0)
-    return es.decay_stats(stats.reset_index(drop=True), np.clip(elapsed.to_numpy(float), 0, None),
-                          half_life_days)
+    elapsed = np.clip(((pd.Timestamp(run_date) - written) / pd.Timedelta(1, "D"))
+                      .fillna(0.0).to_numpy(float), 0, None)
+    sums = {c: np.nan_to_num(pd.to_numeric(state[c]).to_numpy(dtype=float)) if c in state
+            else np.zeros(len(state)) for c in timing.TIMING_COLUMNS}
+    factor = np.exp2(-elapsed / half_life_days) if np.isfinite(half_life_days) else 1.0
+    return (es.decay_stats(stats.reset_index(drop=True), elapsed, half_life_days),
+            timing.decayed(sums, factor))
 
 
 def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
@@ -127,7 +134,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     logs = logs[~audit_row | logs["url"].isin(state["url"]).to_numpy()]
     n = len(state)
     pos = pd.Series(np.arange(n), index=state["url"].to_numpy())
-    stats = _stats(state, run_date, params.half_life_days)
+    stats, tod = _stats(state, run_date, params.half_life_days)
 
     last_fetch = _to_seconds(state["last_fetch_at"])
     last_success = _to_seconds(state["last_success_at"])
@@ -213,6 +220,13 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         ev["ev_sig_wrong"][i] += scored & ~changed
         claim[i] = np.where(scored | dropped, np.nan, claim[i])
 
+        # When in the day and week it changed: the dated instant, else a short interval.
+        dated = changed & np.isfinite(lm_info)
+        timing.add_changes(tod, i[dated], t[dated] - lm_info[dated] * DAY_S, 1.0)
+        mid, arc_w = timing.arc_evidence(last_known[i], t, params.max_arc_s)
+        arc = changed & ~dated & (arc_w > 0)
+        timing.add_changes(tod, i[arc], mid[arc], arc_w[arc])
+
         obs_rows.append(i[observed])
         obs_t.append(interval_days[observed])
         obs_chg.append(changed[observed])
@@ -269,6 +283,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     })
     for name in es.STATS_COLUMNS:
         out[name] = stats[name].to_numpy(dtype=float)
+    for name in timing.TIMING_COLUMNS:
+        out[name] = tod[name]
     if estimate:
         rates = estimate_with_priors(out, level=params.level)
         for name in ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior"):

@@ -1,0 +1,192 @@
+r"""When in the day or week a page changes, and what visiting just after that is worth
+(issue 14 §1; pure numpy).
+
+**Evidence.** Each dated change (a trusted Last-Modified, or a trusted push claim confirmed
+by the fetch: the instants :func:`jobs.core.state_update.fold_day` already reads for λ) adds
+the unit vector of its angle on two circles, the day and the week; a changed fetch whose
+interval ``(p, t]`` is shorter than ``max_arc_s`` adds the vector of the interval's midpoint
+weighted by :math:`w = \operatorname{sinc}(L/P)`, the length of the mean of :math:`e^{i\theta}`
+over an arc of length L (a long arc says nearly nothing about the phase). The sums decay
+with the λ statistics' half-life, so five float columns per URL (:data:`TIMING_COLUMNS`)
+hold the whole memory.
+
+**Rhythm.** With :math:`n` the decayed weight and :math:`C, S` the decayed sums on a circle of
+period :math:`P`, the mean resultant length :math:`\bar R = \sqrt{C^2+S^2}/n` measures how
+concentrated the changes are (1: all at one instant of the period; about
+:math:`1/\sqrt n` for changes uniform in time, as a Poisson page's are), the mean direction
+:math:`\operatorname{atan2}(S, C)` gives the phase, and :math:`P/2\pi\,\sqrt{-2\ln\bar R}` the
+circular standard deviation (Mardia & Jupp, *Directional Statistics*, Wiley 2000, §2.3).
+A page is *timed* with period one week when the week circle passes (``min_dated_changes``
+and ``min_concentration``), else with period one day when the day circle does, else it is
+not timed (even spacing, the Poisson case).
+
+**Value.** A timed page with period :math:`P` changes at most once per period, at a known
+phase, with probability :math:`p` per period. Visited every :math:`k` periods just after the
+phase, its copy is fresh from the visit until the first change after it, so its
+time-averaged freshness is
+:math:`F_T = \frac{1}{k}\sum_{j=0}^{k-1}(1-p)^j = \frac{1-(1-p)^k}{kp}`. With
+:math:`p = 1 - e^{-\lambda P}` (λ the page's Poisson-equivalent rate, which is what the
+censored estimator reports for it) and :math:`f = 1/(kP)` visits per day,
+
+.. math:: F_T(f) = g\,F(f), \qquad g = \frac{\lambda P}{1 - e^{-\lambda P}}, \qquad
+          f \le 1/P,
+
+where :math:`F(f) = (f/\lambda)(1 - e^{-\lambda/f})` is the Poisson freshness of even visits
+(Cho & Garcia-Molina, "Effective page refresh policies for Web crawlers", ACM TODS 28(4),
+2003), and :math:`F_T = 1` for :math:`f \ge 1/P`. So the optimal policy prices a timed page
+as a Poisson page of weight :math:`g w` whose rate is capped at :math:`1/P`: its marginal
+value :math:`g w F'(f)` is larger than an untimed page's at the same λ (:math:`g > 1`, the same
+freshness for fewer visits) and zero beyond one visit per period. The Lagrangian solve
+(equal weighted marginal freshness, Cho & Garcia-Molina 2003) is unchanged, the box
+:math:`[f_{min}, \min(f_{max}, 1/P)]` is only tighter. Brewington & Cybenko ("How dynamic is
+the Web?", Computer Networks 33, 2000) saw page modifications concentrate on working hours
+and weekdays; a page that publishes at a fixed time is the extreme case.
+
+**Placement.** :func:`snap_to_phase` moves each timed page's first due visit of the window to
+the nearest instant ``phase + lag`` of its period, where ``lag = visit_lag_s`` + two circular
+standard deviations: the host's slots then put it at or after that instant.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from jobs.core.freshness import freshness
+
+DAY_S = 86400.0
+WEEK_S = 7 * DAY_S
+#: Monday 1970-01-05 00:00 UTC: week phases count from a Monday midnight.
+_WEEK_ORIGIN_S = 4 * DAY_S
+
+#: Decayed weight, then (cos, sin) sums on the day circle and on the week circle.
+TIMING_COLUMNS = ("tod_n", "tod_cos", "tod_sin", "tow_cos", "tow_sin")
+
+
+@dataclass(frozen=True)
+class TimingParams:
+    """``[timing]`` as the fold and the plan need it (built by :mod:`jobs.params`)."""
+
+    enabled: bool
+    min_dated_changes: float
+    min_concentration: float
+    visit_lag_s: float
+    max_arc_s: float
+
+
+def empty(n: int) -> dict:
+    """``n`` rows without evidence."""
+    return {c: np.zeros(int(n)) for c in TIMING_COLUMNS}
+
+
+def decayed(sums: dict, factor) -> dict:
+    """Every sum times ``factor`` (:math:`2^{-\\Delta/h}`, one per row): old rhythm fades."""
+    f = np.asarray(factor, dtype=float)
+    return {c: np.asarray(sums[c], dtype=float) * f for c in TIMING_COLUMNS}
+
+
+def _angles(when_s):
+    t = np.asarray(when_s, dtype=float)
+    return (2 * np.pi * np.mod(t, DAY_S) / DAY_S,
+            2 * np.pi * np.mod(t - _WEEK_ORIGIN_S, WEEK_S) / WEEK_S)
+
+
+def add_changes(sums: dict, rows, when_s, weight) -> None:
+    """Add changes at instants ``when_s`` (epoch seconds) of rows ``rows``, in place."""
+    rows = np.asarray(rows, dtype=np.int64)
+    w = np.asarray(weight, dtype=float) * np.ones(len(rows))
+    keep = np.isfinite(np.asarray(when_s, dtype=float)) & (w > 0)
+    rows, w = rows[keep], w[keep]
+    day, week = _angles(np.asarray(when_s, dtype=float)[keep])
+    for col, values in (("tod_n", w), ("tod_cos", w * np.cos(day)), ("tod_sin", w * np.sin(day)),
+                        ("tow_cos", w * np.cos(week)), ("tow_sin", w * np.sin(week))):
+        np.add.at(sums[col], rows, values)
+
+
+def arc_evidence(start_s, end_s, max_arc_s: float):
+    """A changed interval ``(start, end]`` as (midpoint, weight): weight
+    :math:`\\operatorname{sinc}(L/\\text{day})` for ``L <= max_arc_s``, else 0."""
+    start, end = np.asarray(start_s, dtype=float), np.asarray(end_s, dtype=float)
+    length = end - start
+    ok = np.isfinite(length) & (length > 0) & (length <= max_arc_s)
+    return (start + end) / 2.0, np.where(ok, np.sinc(np.where(ok, length, 0.0) / DAY_S), 0.0)
+
+
+@dataclass(frozen=True)
+class Rhythm:
+    """Per page: ``period_s`` (NaN: not timed), ``phase_s`` (seconds into the period, from
+    midnight UTC or Monday midnight UTC) and ``spread_s`` (circular standard deviation)."""
+
+    period_s: np.ndarray
+    phase_s: np.ndarray
+    spread_s: np.ndarray
+
+    @property
+    def timed(self) -> np.ndarray:
+        return np.isfinite(self.period_s)
+
+
+def rhythm(sums: dict, params: TimingParams) -> Rhythm:
+    """The period, phase and spread of each page's changes (see the module notes)."""
+    n = np.asarray(sums["tod_n"], dtype=float)
+    m = len(n)
+    period, phase, spread = np.full(m, np.nan), np.full(m, np.nan), np.full(m, np.nan)
+    if not params.enabled or m == 0:
+        return Rhythm(period, phase, spread)
+    enough = n >= params.min_dated_changes
+    safe_n = np.where(n > 0, n, 1.0)
+    for p_s, c, s in ((DAY_S, "tod_cos", "tod_sin"), (WEEK_S, "tow_cos", "tow_sin")):
+        cos, sin = np.asarray(sums[c], dtype=float), np.asarray(sums[s], dtype=float)
+        r = np.clip(np.hypot(cos, sin) / safe_n, 0.0, 1.0)
+        # The week wins where both pass (a weekly page is also concentrated in the day).
+        take = enough & (r >= params.min_concentration)
+        angle = np.mod(np.arctan2(sin, cos), 2 * np.pi)
+        period = np.where(take, p_s, period)
+        phase = np.where(take, angle / (2 * np.pi) * p_s, phase)
+        with np.errstate(divide="ignore"):
+            sd = np.sqrt(-2.0 * np.log(np.maximum(r, 1e-300))) / (2 * np.pi) * p_s
+        spread = np.where(take, sd, spread)
+    return Rhythm(period, phase, spread)
+
+
+def value_gain(lam, period_s) -> np.ndarray:
+    """:math:`g = \\lambda P / (1 - e^{-\\lambda P})` (1 where not timed or λ = 0)."""
+    x = np.asarray(lam, dtype=float) * np.nan_to_num(np.asarray(period_s, dtype=float)) / DAY_S
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.where(x > 1e-12, x / -np.expm1(-np.where(x > 1e-12, x, 1.0)), 1.0)
+    return g
+
+
+def rate_ceiling(period_s) -> np.ndarray:
+    """Visits/day beyond which a timed page gains nothing: :math:`1/P` (inf if not timed)."""
+    p = np.asarray(period_s, dtype=float)
+    return np.where(np.isfinite(p), DAY_S / np.where(np.isfinite(p), p, 1.0), np.inf)
+
+
+def snap_to_phase(first_due_s, visit_period_s, r: Rhythm, lag_s: float, window_start: float):
+    """Each timed page's first due instant moved to the nearest ``phase + lag + 2 spread`` of
+    its rhythm (modulo ``min(visit period, rhythm period)``), never before ``window_start``;
+    untimed pages keep theirs. Shifting by at most half a period keeps the visit rate."""
+    due = np.asarray(first_due_s, dtype=float)
+    timed = r.timed & np.isfinite(due)
+    if not timed.any():
+        return due
+    period = np.where(timed, r.period_s, DAY_S)
+    origin = np.where(period == WEEK_S, _WEEK_ORIGIN_S, 0.0)
+    target = origin + np.nan_to_num(r.phase_s) + lag_s + 2.0 * np.nan_to_num(r.spread_s)
+    # The occurrence of the target nearest to the due instant, then the visit grid shifted
+    # through it (a page visited more often than its period keeps its spacing).
+    target = target + period * np.round((np.nan_to_num(due) - target) / period)
+    m = np.minimum(np.asarray(visit_period_s, dtype=float), period)
+    shift = np.mod(target - due + m / 2.0, m) - m / 2.0
+    snapped = due + shift
+    snapped = np.where(snapped < window_start, snapped + m, snapped)
+    return np.where(timed, snapped, due)
+
+
+def expected_freshness(lam, rate, period_s) -> np.ndarray:
+    r"""Time-averaged freshness at ``rate`` visits/day: the Poisson :math:`F(f)` for an untimed
+    page, :math:`\min(1, g F(\min(f, 1/P)))` for a timed one (module notes)."""
+    rate = np.asarray(rate, dtype=float)
+    capped = np.minimum(rate, rate_ceiling(period_s))
+    return np.minimum(1.0, value_gain(lam, period_s) * freshness(lam, capped))

@@ -1,0 +1,159 @@
+"""Time-of-day and day-of-week rhythm (issue 14 §1): evidence, detection, value, placement."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs.config import Config
+from jobs.core import plan, policies, state_update, timing
+from jobs.core.freshness import freshness
+from jobs.core.timing import DAY_S, WEEK_S
+from jobs.params import timing_params, update_params
+
+TP = timing_params(Config())
+MON = pd.Timestamp("2026-11-02T00:00Z").timestamp()  # a Monday, midnight UTC
+
+
+def sums_of(times, weight=1.0):
+    s = timing.empty(1)
+    timing.add_changes(s, np.zeros(len(times), np.int64), np.asarray(times, float), weight)
+    return s
+
+
+def test_a_daily_publisher_is_found_at_its_time_of_day():
+    rng = np.random.default_rng(1)
+    t = MON + np.arange(10) * DAY_S + 7.5 * 3600 + rng.normal(0, 300, 10)
+    r = timing.rhythm(sums_of(t), TP)
+    assert r.period_s[0] == DAY_S
+    assert abs(r.phase_s[0] - 7.5 * 3600) < 300
+    assert 60 < r.spread_s[0] < 900  # jitter sd 300 s
+
+
+def test_a_weekly_publisher_gets_the_week_and_uniform_times_get_nothing():
+    t = MON + np.arange(6) * WEEK_S + 2 * DAY_S + 9 * 3600  # Wednesdays 09:00
+    r = timing.rhythm(sums_of(t), TP)
+    assert r.period_s[0] == WEEK_S and r.phase_s[0] == pytest.approx(2 * DAY_S + 9 * 3600, abs=1)
+    rng = np.random.default_rng(7)
+    poisson = [timing.rhythm(sums_of(MON + np.sort(rng.uniform(0, 20 * DAY_S, 12))), TP).timed[0]
+               for _ in range(200)]
+    assert sum(poisson) == 0  # 12 changes uniform in time are never concentrated at R >= 0.9
+    few = timing.rhythm(sums_of(t[:4]), TP)  # 4 < min_dated_changes = 5
+    assert not few.timed[0]
+
+
+def test_decay_forgets_weight_not_direction():
+    t = MON + np.arange(8) * DAY_S + 20 * 3600
+    s = sums_of(t)
+    half = timing.decayed(s, 0.5)
+    assert half["tod_n"][0] == pytest.approx(4.0)
+    r0, r1 = timing.rhythm(s, TP), timing.rhythm(timing.decayed(s, 0.7), TP)
+    assert r1.phase_s[0] == pytest.approx(r0.phase_s[0]) and r1.spread_s[0] == pytest.approx(
+        r0.spread_s[0])
+    assert not timing.rhythm(half, TP).timed[0] or half["tod_n"][0] >= TP.min_dated_changes
+
+
+def test_a_long_changed_interval_says_nothing_and_a_short_one_its_midpoint():
+    mid, w = timing.arc_evidence([0.0, 0.0, 0.0], [3600.0, DAY_S / 2, DAY_S], 6 * 3600.0)
+    assert mid[0] == 1800.0 and w[0] == pytest.approx(np.sinc(1 / 24))
+    assert w[1] == 0.0 and w[2] == 0.0
+
+
+@pytest.mark.parametrize("lam", [0.3, 1.0, 3.0])
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_value_of_a_timed_page_is_the_exact_periodic_freshness(lam, k):
+    # Visited every k days just after its publish time, with p = 1 - exp(-lam) per day,
+    # the copy is fresh until the first publish after the visit: (1 - (1-p)^k) / (k p).
+    p = -np.expm1(-lam)
+    exact = (1 - (1 - p) ** k) / (k * p)
+    got = timing.expected_freshness([lam], [1.0 / k], [DAY_S])[0]
+    assert got == pytest.approx(exact, rel=1e-12)
+    assert timing.value_gain([lam], [DAY_S])[0] * freshness(lam, 1.0 / k) == pytest.approx(exact)
+    # More than one visit per period buys nothing; untimed pages keep the Poisson value.
+    assert timing.expected_freshness([lam], [3.0], [DAY_S])[0] == 1.0
+    assert timing.expected_freshness([lam], [0.5], [np.nan])[0] == freshness(lam, 0.5)
+
+
+def test_value_matches_a_simulated_daily_publisher():
+    rng = np.random.default_rng(3)
+    lam, k, days = 1.2, 2, 20000
+    p = -np.expm1(-lam)
+    publish = rng.random(days) < p                      # day d publishes at 08:00
+    visits = np.arange(0, days, k)                      # visits at 08:10 every k days
+    fresh_days = 0.0
+    for v in visits[:-1]:
+        window = publish[v + 1:v + k + 1]               # publishes after this visit
+        first = np.argmax(window) if window.any() else k
+        fresh_days += min(first + 1, k) if window.any() else k
+    simulated = fresh_days / (k * (len(visits) - 1))
+    assert simulated == pytest.approx(timing.expected_freshness([lam], [1 / k], [DAY_S])[0],
+                                      abs=0.01)
+
+
+def test_snap_moves_the_first_visit_just_after_the_phase_and_keeps_the_grid():
+    w0 = MON + DAY_S
+    r = timing.Rhythm(np.array([DAY_S, DAY_S, np.nan, DAY_S]),
+                      np.array([7.5 * 3600, 20 * 3600, np.nan, 7.5 * 3600]), np.zeros(4))
+    due = np.array([w0 + 14 * 3600, w0 + 2 * 3600, w0 + 5 * 3600, w0 + 1 * 3600])
+    period = np.array([DAY_S, DAY_S, DAY_S, DAY_S / 4])
+    got = timing.snap_to_phase(due, period, r, 600.0, w0)
+    assert got[0] == w0 + 7.5 * 3600 + 600          # nearest 07:40 is earlier the same day
+    assert got[1] == w0 + 20 * 3600 + 600           # nearest was yesterday's: next one
+    assert got[2] == due[2]                         # not timed
+    # four visits a day: the 6-hour grid is shifted through 07:40
+    assert np.mod(got[3] - (w0 + 7.5 * 3600 + 600), DAY_S / 4) == pytest.approx(0.0, abs=1e-6)
+    assert w0 <= got[3] < w0 + DAY_S / 4
+
+
+def test_due_visits_of_a_timed_page_land_after_its_change_time():
+    w0 = MON + DAY_S
+    pages = pd.DataFrame({"url": ["a", "b"], "rate": [1.0, 1.0],
+                          "rhythm_from_s": [w0 - 10 * 3600, w0 - 10 * 3600],
+                          "last_success_s": [w0 - 10 * 3600] * 2, "lambda_hat": [1.0, 1.0],
+                          "importance": [1.0, 1.0], "lane": ["refresh"] * 2,
+                          "period_s": [DAY_S, np.nan], "phase_s": [6 * 3600.0, np.nan],
+                          "spread_s": [120.0, np.nan]})
+    v = plan.due_visits(pages, w0, w0 + DAY_S, lag_s=600.0).set_index("url")
+    assert v.loc["a", "due_s"] == w0 + 6 * 3600 + 600 + 240
+    assert v.loc["b", "due_s"] == w0 + 14 * 3600  # even spacing from the last fetch
+
+
+def test_optimal_prices_a_timed_page_by_its_periodic_value():
+    # Two pages, one host, budget 1.5 visits/day: the allocator's split maximises
+    # sum w * expected_freshness (timed value for the timed page) over a fine grid.
+    lam = np.array([2.0, 2.0])
+    period = np.array([DAY_S, np.nan])
+    pages = pd.DataFrame({"host": ["h", "h"], "lambda_hat": lam, "importance": [1.0, 1.0],
+                          "timing_gain": timing.value_gain(lam, period),
+                          "rate_ceiling": timing.rate_ceiling(period)})
+    pol = policies.get_policy("optimal", f_min=0.01, f_max=24.0)
+    res = policies.policy_rates(pol, pages, "host", 100.0, 1.5)
+    f = res.rates.to_numpy()
+    x = np.linspace(0.01, 1.49, 14801)
+    value = (timing.expected_freshness(lam[0], x, DAY_S)
+             + timing.expected_freshness(lam[1], 1.5 - x, np.nan))
+    best = x[np.argmax(value)]
+    assert f.sum() == pytest.approx(1.5, rel=1e-6)
+    assert f[0] <= 1.0 + 1e-9 and f[0] == pytest.approx(best, abs=2e-3)
+    # With room for more, the timed page stops at one visit a day.
+    more = policies.policy_rates(pol, pages, "host", 100.0, 6.0).rates.to_numpy()
+    assert more[0] == pytest.approx(1.0) and more[1] == pytest.approx(5.0, rel=1e-6)
+
+
+def test_fold_learns_the_rhythm_from_trusted_last_modified_dates():
+    params = update_params(Config())
+    state = state_update.empty_state()
+    base = pd.Timestamp("2026-11-02T00:00Z")
+    for d in range(8):
+        day = base + pd.Timedelta(days=d)
+        changed_at = day + pd.Timedelta(hours=6, minutes=int((d % 3) - 1))
+        lm = changed_at.strftime("%a, %d %b %Y %H:%M:%S GMT")
+        logs = pd.DataFrame({"url": ["u"], "host": ["h.example"],
+                             "fetched_at": [day + pd.Timedelta(hours=15)], "status": [200],
+                             "etag": [None], "last_modified": [lm],
+                             "content_hash": [f"h{d}"], "trust_etag": [True],
+                             "trust_lm": [True]})
+        state = state_update.fold_day(state, logs, day.strftime("%Y-%m-%d"), params,
+                                      estimate=False)[state_update.STATE_COLUMNS]
+    row = state.iloc[0]
+    assert row["tod_n"] == pytest.approx(7 * 2 ** (-3.5 / 90), rel=0.05)  # 7 dated, decayed
+    r = timing.rhythm({c: np.array([row[c]]) for c in timing.TIMING_COLUMNS}, TP)
+    assert r.period_s[0] == DAY_S and abs(r.phase_s[0] - 6 * 3600) < 120
