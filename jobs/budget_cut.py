@@ -9,7 +9,9 @@ the budget and no per-URL data reaches the driver.
 Lane budgets (:func:`jobs.core.lanes.cut_budgets`): fast, audit and discovery get what
 allocate planned for them (:meth:`jobs.core.lanes.LaneBudgets.planned`), or less if they
 have fewer candidates; refresh gets everything else, so budget a lane cannot use flows to
-refresh. ``audit`` is the policy-independent freshness audit sample; its rows
+refresh, and what refresh cannot use (fewer visits due than the budget) goes to lane
+``backfill``: the next day's visits pulled forward (:func:`jobs.core.plan.backfill_visits`),
+written to the schedule as refresh. ``audit`` is the policy-independent freshness audit sample; its rows
 are written to the schedule with lane ``audit`` and method ``full``. Their ``priority`` is a
 hash of (URL, day) (see :func:`jobs.core.host_plan.plan_host`), so when the audit budget
 is smaller than the day's due sample, the cut keeps a uniform random subset of it rather
@@ -31,6 +33,7 @@ ZERO_BIN = -100_000
 # Above floor(log2(any double) x 16) = 16,384: probes go before every priority.
 PROBE_BIN = 100_000
 LANES = ("fast", "audit", "discovery", "refresh")
+BACKFILL = "backfill"  # pulled-forward visits: only what the lanes above leave unused
 
 
 def bin_column():
@@ -65,6 +68,10 @@ def solve(candidates, planned: dict, total: int) -> dict:
         out[lane] = {"budget": budgets[lane], "candidates": counts.get(lane, 0),
                      "probes": hist.get(lane, {}).get(PROBE_BIN, 0),
                      **cut_lane(hist.get(lane, {}), budgets[lane])}
+    spare = max(0, int(total) - sum(c["selected"] for c in out.values()))
+    out[BACKFILL] = {"budget": spare, "candidates": counts.get(BACKFILL, 0),
+                     "probes": hist.get(BACKFILL, {}).get(PROBE_BIN, 0),
+                     **cut_lane(hist.get(BACKFILL, {}), spare)}
     return out
 
 

@@ -116,6 +116,10 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     cut = partitions.read_marker(cand_path)["extra"]["cut"]
     candidates = spark.read.parquet(*files)
     selected = budget_cut.apply(candidates, cut)
+    # Pulled-forward visits are refresh visits to the fleet; the metrics count them apart.
+    selected = selected.withColumn("lane", F.when(F.col("lane") == budget_cut.BACKFILL,
+                                                  F.lit("refresh")).otherwise(F.col("lane")))
+    backfill = int(cut.get(budget_cut.BACKFILL, {}).get("selected", 0))
     bp = budget_params(cfg)
     selected, conversions = audit_conversions(selected, lanes.share_targets(bp)["audit"],
                                               schedule_date(run_date))
@@ -142,6 +146,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
     record = {"planned_total": sum(i["rows"] for i in clean), "hosts": sum(i["hosts"] for i in clean),
               # planned_audit: the audit-lane rows actually written
               "files": len(clean), **{f"planned_{k}": v for k, v in per_lane.items()},
+              "planned_backfill": backfill,
               "audit_conversions": conversions, "schedule_dir": out_dir}
     write_stage_record(cfg, run_date, "build_schedule", record)
     write_metrics(cfg, run_date, record, bp)

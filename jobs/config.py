@@ -287,7 +287,7 @@ class EstimationConfig:
 @dataclass(frozen=True)
 class TimingConfig:
     enabled: bool = _doc("Learn when in the day or week each URL changes (from trusted "
-                         "Last-Modified dates, confirmed trusted push signals and short changed "
+                         "Last-Modified dates, trusted push signals and short changed "
                          "intervals; jobs/core/timing.py), place a timed URL's visits just after "
                          "its changes and price it as such (optimal). false: even spacing only.",
                          default=True)
@@ -406,6 +406,14 @@ class LanesConfig:
     audit_cadence_days: int = _doc("An audit-sample URL is fetched in full once every this many "
                                    "days, on a day and at a time of day spread by its hash.",
                                    default=1)
+    backfill_horizon_days: float = _doc("Budget the day's due visits leave unused (fewer due than the "
+                                        "budget) pulls forward the next visit of refresh and fast "
+                                        "pages due within this many days after the window, best "
+                                        "importance x P(changed) first, within each host's cap, to "
+                                        "the end of the window; written as refresh "
+                                        "(metrics.planned_backfill). Not timed pages (their next "
+                                        "visit waits for their change time). 0 disables.",
+                                        default=1.0)
 
 
 @dataclass(frozen=True)
@@ -554,6 +562,8 @@ def _validate_allocation_sections(c: Config) -> None:
         raise ConfigError("lanes.fast_min_lambda, fast_min_importance, discovery_value_days >= 0")
     if ln.audit_cadence_days < 1:
         raise ConfigError("lanes.audit_cadence_days must be >= 1")
+    if not 0 <= ln.backfill_horizon_days <= 90:
+        raise ConfigError("lanes.backfill_horizon_days must be in [0, 90]")
     if al.grid_points < 8 or al.buckets < 1 or al.rows_per_bucket < 1:
         raise ConfigError("allocation.grid_points must be >= 8, allocation.buckets and "
                           "allocation.rows_per_bucket >= 1")

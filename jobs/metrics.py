@@ -62,7 +62,10 @@ def plan_columns(cfg: Config, alloc: dict, built: dict, daily_fetches: int, spli
         "planned_fast": built["planned_fast"], "planned_discovery": built["planned_discovery"],
         "planned_audit": built.get("planned_audit"),
         "audit_conversions": built.get("audit_conversions"), "hosts": built["hosts"],
-        "due_total": due, "carried_over": due - built["planned_total"],
+        # Backfill rows were not due today: they do not reduce what was carried over.
+        "due_total": due,
+        "carried_over": due - (built["planned_total"] - built.get("planned_backfill", 0)),
+        "planned_backfill": built.get("planned_backfill"),
         **{col: alloc.get(key) for col, key in _ALLOCATE_KEYS.items()},
     }
 

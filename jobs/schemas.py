@@ -382,6 +382,9 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
     C("planned_refresh", "int", "refresh-lane rows (plan)", True),
     C("planned_fast", "int", "fast-lane rows (plan)", True),
     C("planned_discovery", "int", "discovery-lane rows (plan)", True),
+    C("planned_backfill", "int", "refresh rows pulled forward from the next day because fewer "
+                                 "visits were due than the budget (`lanes.backfill_horizon_days`; "
+                                 "counted in planned_refresh)", True, False),
     C("due_total", "int", "visits due in the window before budget and host caps (plan)", True),
     C("carried_over", "int", "due visits that did not fit (budget or host cap) (plan)", True),
     C("hosts", "int", "hosts in the schedule (plan)", True),

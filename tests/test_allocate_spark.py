@@ -308,3 +308,47 @@ def test_more_buckets_from_the_page_rows_plan_the_same_visits(spark, lanes_root)
     pd.testing.assert_frame_equal(plan0, plan1, rtol=1e-9)
     pd.testing.assert_frame_equal(cand0, cand1, rtol=1e-9)
     assert many["due_total"] == base["due_total"] and len(cand1) > 0
+
+
+def test_the_days_cut_gives_backfill_only_what_the_lanes_leave(spark):
+    """Issue 14 §2: 3 refresh candidates and 5 pulled-forward ones, budget 6: every refresh
+    visit and the 3 best backfill visits are kept."""
+    from jobs import budget_cut
+
+    rows = [("a", f"https://a/{i}", 1.0 + i, "refresh") for i in range(3)]
+    rows += [("b", f"https://b/{i}", 0.1 * (i + 1), "backfill") for i in range(5)]
+    cand = spark.createDataFrame(pd.DataFrame(rows, columns=["host", "url", "priority", "lane"])
+                                 .assign(probe=False, due_s=0.0))
+    cut = budget_cut.solve(cand, {"fast": 0, "audit": 0, "discovery": 0, "refresh": 6}, 6)
+    assert cut["refresh"]["selected"] == 3 and cut["backfill"]["budget"] == 3
+    kept = budget_cut.apply(cand, cut).toPandas()
+    assert sorted(kept.url) == sorted([f"https://a/{i}" for i in range(3)]
+                                      + [f"https://b/{i}" for i in (2, 3, 4)])
+
+
+def test_unused_budget_pulls_visits_forward_as_refresh_rows(spark, lanes_root):
+    """adaptive's daily intervals leave most of a budget of 100 unused; big.example's cap
+    (30) is full, so small.example's 10 pages get their next visits pulled forward."""
+    cfg = make_config(lanes_root, "policy.name=adaptive", "budget.daily_fetches=100")
+    off = make_config(lanes_root, "policy.name=adaptive", "budget.daily_fetches=100",
+                      "lanes.backfill_horizon_days=0")
+    allocate.run(off, "2026-11-02", spark)
+    build_schedule.run(off, "2026-11-02", spark)
+    without = _schedule(lanes_root)
+    allocate.run(cfg, "2026-11-02", spark)
+    rec = build_schedule.run(cfg, "2026-11-02", spark)
+    sched = _schedule(lanes_root)
+    m = pd.read_parquet(os.path.join(lanes_root, "metrics", "dt=2026-11-02")).iloc[0]
+    assert rec["planned_backfill"] == 10 and m.planned_backfill == 10
+    # each of small.example's pages is visited again at the end of the day (its next visit)
+    extra = sched.groupby("url").size().sub(without.groupby("url").size(), fill_value=0)
+    pulled = extra[extra > 0]
+    assert (pulled == 1).all() and len(pulled) == 10
+    assert all(u.startswith("https://small.example/") for u in pulled.index)
+    assert len(sched) == len(without) + m.planned_backfill <= 100
+    assert set(sched.lane) <= {"refresh", "fast", "discovery", "audit"}
+    assert set(without.url) <= set(sched.url)  # every due visit is still planned
+    for host, rows in sched.groupby("host"):
+        gaps = np.diff(np.sort(epoch_seconds(rows.not_before)))
+        assert len(gaps) == 0 or gaps.min() >= rows.crawl_delay_s.iloc[0] - 1e-6
+    assert m.carried_over == m.due_total - (m.planned_total - m.planned_backfill)

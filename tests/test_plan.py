@@ -262,19 +262,20 @@ def test_a_failed_fetch_does_not_push_the_pages_rhythm_a_period_away():
     their last success (spread over the last 10 days) about one tenth are due every day, and
     a page that never succeeded is due at once."""
     n = 100
+    ctx = _ctx(backfill_s=0.0)  # due visits only: no next-day visit pulled forward
     pages = _host(n, interval_s=10 * 86400.0, delay=60.0)   # period 10 days, cap 1440
     pages["last_fetch_at"] = pd.to_datetime([W0 - 3600] * n, unit="s", utc=True)
     success = W0 - 86400.0 * (1 + np.arange(n) % 10) - 7200.0
     pages["last_success_at"] = pd.to_datetime(success, unit="s", utc=True)
-    before = _visits(plan_bucket(pages, _ctx()))
+    before = _visits(plan_bucket(pages, ctx))
     assert len(before) == 0                                   # no last_status: last fetch
     pages["last_status"] = pd.array([503] * n, dtype="Int32")
-    after = _visits(plan_bucket(pages, _ctx()))
+    after = _visits(plan_bucket(pages, ctx))
     assert len(after) == n // 10                              # the ones a period after success
     pages.loc[0, "last_success_at"] = pd.NaT
-    assert len(_visits(plan_bucket(pages, _ctx()))) == n // 10 + 1
+    assert len(_visits(plan_bucket(pages, ctx))) == n // 10 + 1
     ok = pages.assign(last_status=pd.array([200] * n, dtype="Int32"))
-    assert len(_visits(plan_bucket(ok, _ctx()))) == 0        # a fetch that got an answer counts
+    assert len(_visits(plan_bucket(ok, ctx))) == 0        # a fetch that got an answer counts
 
 
 @pytest.mark.parametrize("status, anchored_at", [
@@ -332,3 +333,54 @@ def test_a_probe_due_host_the_plan_wants_more_of_catches_up_its_overdue_pages():
     assert (probing.due_s == W0).all()
     for waiting in (pages.assign(probe_due=False), pages.assign(cap_factor=0.2)):
         assert len(_visits(plan_bucket(waiting, _ctx()))) == 0
+
+
+def _spread_host(n, delay):
+    """n pages with a 2-day interval, last fetched at evenly spread instants over the last
+    two days: about half are due in the window, the rest the day after."""
+    pages = _host(n, interval_s=2 * 86400.0, delay=delay)
+    last = W0 - 2 * 86400.0 + (np.arange(n) + 0.5) * (2 * 86400.0 / n)
+    pages["last_fetch_at"] = pd.to_datetime(last, unit="s", utc=True)
+    pages["last_success_at"] = pages["last_fetch_at"]
+    return pages
+
+
+def test_backfill_pulls_the_next_days_best_visits_into_the_hosts_spare_cap():
+    """Issue 14 §2: 40 pages due every 2 days, 20 due in the window; the host allows 30
+    (delay 2880 s). The 10 spare slots get the best of tomorrow's visits, pulled to the
+    window's end; the due visits and the figures are those of a plan without backfill."""
+    pages = _spread_host(40, delay=2880.0)
+    off = plan_bucket(pages, _ctx(backfill_s=0.0))
+    on = plan_bucket(pages, _ctx())
+    due, v = _visits(off), _visits(on)
+    fill = v[v.lane == "backfill"]
+    assert len(due) == 20 and len(v) == 30 and len(fill) == 10
+    assert (fill.due_s == W1 - 1.0).all()
+    assert not set(fill.url) & set(due.url)          # tomorrow's visits, not today's again
+    # best importance x P(changed) first: importance falls with the page number and every
+    # candidate waited about as long, so the ten most important of tomorrow's pages
+    tomorrow = sorted(set(pages.url) - set(due.url), key=lambda u: int(u.split("p")[-1]))
+    assert sorted(fill.url, key=lambda u: int(u.split("p")[-1])) == tomorrow[:10]
+    pd.testing.assert_frame_equal(off[off.url.isna()].reset_index(drop=True),
+                                  on[on.url.isna()].reset_index(drop=True))
+    # a full host has nothing to pull into
+    full = _visits(plan_bucket(_spread_host(80, delay=2880.0), _ctx()))
+    assert len(full) == 30 and not (full.lane == "backfill").any()
+
+
+def test_backfill_leaves_timed_pages_alone():
+    """A timed page's next visit waits for its change time: pulled to the end of today it
+    would come before the change. Pages 20-29 (due tomorrow, the most important of
+    tomorrow's) change every day at 05:00, so the 10 spare slots go to pages 30-39."""
+    from jobs.core import timing
+
+    pages = _spread_host(40, delay=2880.0)
+    dated = timing.empty(40)
+    days = W0 - 86400.0 * np.arange(1, 9) + 5 * 3600.0
+    timing.add_changes(dated, np.repeat(np.arange(20, 30), 8), np.tile(days, 10), 1.0)
+    v = _visits(plan_bucket(pages.assign(**dated), _ctx()))
+    fill = v[v.lane == "backfill"]
+    assert sorted(int(u.split("p")[-1]) for u in fill.url) == list(range(30, 40))
+    untimed = _visits(plan_bucket(pages, _ctx()))
+    assert sorted(int(u.split("p")[-1]) for u in untimed[untimed.lane == "backfill"].url) \
+        == list(range(20, 30))

@@ -157,3 +157,36 @@ def test_fold_learns_the_rhythm_from_trusted_last_modified_dates():
     assert row["tod_n"] == pytest.approx(7 * 2 ** (-3.5 / 90), rel=0.05)  # 7 dated, decayed
     r = timing.rhythm({c: np.array([row[c]]) for c in timing.TIMING_COLUMNS}, TP)
     assert r.period_s[0] == DAY_S and abs(r.phase_s[0] - 6 * 3600) < 120
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_fold_learns_the_rhythm_from_trusted_push_signals_only(trusted):
+    """A publisher announces each day's change at 21:00 (WebSub, IndexNow...); the page is
+    fetched once. A host whose signals are trusted dates every change; an untrusted one none."""
+    params = update_params(Config())
+    base = pd.Timestamp("2026-11-02T00:00Z")
+    state = state_update.fold_day(
+        state_update.empty_state(),
+        pd.DataFrame({"url": ["u"], "host": ["h.example"], "fetched_at": [base],
+                      "status": [200], "etag": [None], "last_modified": [None],
+                      "content_hash": ["h0"], "trust_etag": [False], "trust_lm": [False]}),
+        "2026-11-02", params, estimate=False)[state_update.STATE_COLUMNS]
+    no_logs = pd.DataFrame({c: pd.Series(dtype=object) for c in
+                            ("url", "host", "fetched_at", "status", "etag", "last_modified",
+                             "content_hash")})
+    no_logs["fetched_at"] = pd.to_datetime(no_logs["fetched_at"], utc=True)
+    for d in range(1, 8):
+        at = base + pd.Timedelta(days=d, hours=21)
+        # the same claim sent twice counts once
+        sig = pd.DataFrame({"url": ["u", "u"], "signaled_at": [at, at],
+                            "signal_trusted": [trusted, trusted]})
+        state = state_update.fold_day(state, no_logs, (base + pd.Timedelta(days=d))
+                                      .strftime("%Y-%m-%d"), params, signals=sig,
+                                      estimate=False)[state_update.STATE_COLUMNS]
+    row = state.iloc[0]
+    r = timing.rhythm({c: np.array([float(row[c])]) for c in timing.TIMING_COLUMNS}, TP)
+    if trusted:
+        assert row["tod_n"] == pytest.approx(7.0, rel=0.05)
+        assert r.period_s[0] == DAY_S and r.phase_s[0] == pytest.approx(21 * 3600, abs=1)
+    else:
+        assert row["tod_n"] == 0 and not r.timed[0]

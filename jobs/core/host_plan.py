@@ -142,6 +142,25 @@ def _health_withheld(b: plan_work.Bucket, rate: np.ndarray, ctx: PlanContext) ->
     return np.clip(wanted - got, 0.0, None)
 
 
+def _backfill(pullable: pd.DataFrame, kept: pd.DataFrame, spare: np.ndarray, g: HostGroups,
+              ctx: PlanContext) -> pd.DataFrame:
+    """Lane ``backfill``: each host's next-day visits pulled to the end of the window
+    (:func:`jobs.core.plan.backfill_visits`), best first, at most the cap its due visits left
+    (``spare``). The day's cut gives the lane only what every other lane leaves unused."""
+    empty = kept.iloc[0:0]
+    if ctx.backfill_s <= 0 or not len(pullable) or not np.any(spare > 0):
+        return empty
+    pullable = pullable[spare[g.codes[pullable["page"].to_numpy()]] > 0]
+    last_in_window = kept.groupby("page")["due_s"].max()
+    pullable = pullable.assign(after_s=pullable["page"].map(last_in_window).to_numpy(float))
+    cand = plan.backfill_visits(pullable, ctx.window_start, ctx.window_end, ctx.backfill_s)
+    if not len(cand):
+        return empty
+    hosts = HostGroups.from_codes(g.labels, g.codes[cand["page"].to_numpy()])
+    fill, _ = plan.apply_host_caps(cand, hosts, spare)
+    return fill.assign(lane="backfill").reindex(columns=kept.columns)
+
+
 def rhythm_anchor(last_fetch_s, last_success_s, pages: pd.DataFrame) -> np.ndarray:
     """The instant each page's visit rhythm runs from (:func:`jobs.core.plan.due_visits`):
     its last fetch, or its last success when the last fetch failed (status 0, 429, 5xx:
@@ -218,6 +237,12 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         visits = pd.concat([visits, _audit_visits(page_cols, b, ctx)], ignore_index=True)
     visit_hosts = HostGroups.from_codes(g.labels, g.codes[visits["page"].to_numpy()])
     kept, _ = plan.apply_host_caps(visits, visit_hosts, b.cap)
+    kept_due = np.bincount(g.codes[kept["page"].to_numpy()], minlength=g.n)
+    # Backfill: known, not gone, untimed refresh and fast pages not already due in full.
+    pullable = (keep & ~catch_up & ~signal & ~gone & np.isin(lane, ("refresh", "fast"))
+                & np.isnan(timed["period_s"]))
+    kept = pd.concat([kept, _backfill(frame[pullable], kept, b.cap - kept_due, g, ctx)],
+                     ignore_index=True)
 
     page = kept["page"].to_numpy()
     host = g.codes[page]
@@ -243,7 +268,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     imp = work["importance"].to_numpy()
     figures = {"host": g.labels, "url": None, "lane": None, "crawl_delay_s": delay,
                "due_count": visit_hosts.counts,
-               "carried": visit_hosts.counts - np.bincount(host, minlength=g.n),
+               "carried": visit_hosts.counts - kept_due,
                "known_urls": g.count(known), "signals": g.count(signal), "cap": b.cap,
                "discovery_deferred": g.count((lane == "discovery") & ~keep),
                "health_withheld": _health_withheld(b, rate, ctx)}

@@ -107,6 +107,33 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     return visits
 
 
+def backfill_visits(pages: pd.DataFrame, window_start: float, window_end: float,
+                    horizon_s: float) -> pd.DataFrame:
+    """Each page's next visit due in ``[window_end, window_end + horizon_s)``, pulled forward
+    to the window's end, as candidates for budget the due visits leave unused.
+
+    At the end of the window a pulled visit moves as little as possible off its page's
+    rhythm. P(changed) and the priority are recomputed at that earlier instant, from the
+    later of the last success and the page's last visit inside the window (optional column
+    ``after_s``, NaN: none), so the visits worth most (importance x P(changed)) are pulled
+    first. Never-fetched pages are due in the window already and are not repeated here.
+    """
+    if horizon_s <= 0 or len(pages) == 0:
+        return due_visits(pages.iloc[0:0], window_start, window_end)
+    nxt = due_visits(pages, window_end, window_end + horizon_s, max_visits_per_url=1)
+    nxt = nxt[~np.isnan(nxt["rhythm_from_s"].to_numpy(dtype=float))].reset_index(drop=True)
+    due = window_end - 1.0
+    since = nxt["last_success_s"].to_numpy(dtype=float)
+    if "after_s" in nxt.columns:
+        since = np.fmax(since, nxt["after_s"].to_numpy(dtype=float))
+    elapsed = np.where(np.isnan(since), np.inf, (due - since) / DAY_S)
+    pc = p_changed(nxt["lambda_hat"].to_numpy(dtype=float), np.maximum(elapsed, 0.0))
+    nxt["due_s"] = due
+    nxt["p_changed"] = np.where(np.isinf(elapsed), 1.0, pc)
+    nxt["priority"] = nxt["importance"].to_numpy(dtype=float) * nxt["p_changed"]
+    return nxt
+
+
 def claim_order(visits: pd.DataFrame) -> np.ndarray:
     """Which visits claim a host's capacity first: 0 for the fast lane, audits and push
     signals (they jump the queue), 1 for the rest; ties go by priority."""

@@ -61,6 +61,7 @@ class PlanContext:
     max_visits_per_url: int = 24
     audit_keep: float = 1.0                   # share of due audits the cut can keep (lanes.audit_keep)
     timing: Optional[TimingParams] = None     # None: no rhythm learnt, even spacing
+    backfill_s: float = 0.0                   # horizon of pulled-forward visits (0: off)
 
     @property
     def day_index(self) -> int:

@@ -159,6 +159,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     ev = {c: np.zeros(n, np.int64) for c in ob.EVIDENCE_COLUMNS}
 
     if signals is not None and len(signals):
+        _timing_of_claims(signals, pos, tod)
         claim, claim_trusted = _arm_claims(signals, pos, claim, claim_trusted, last_known, ev)
 
     logs = logs.sort_values(["url", "fetched_at", "status"], kind="mergesort")
@@ -211,6 +212,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         lm_info = np.where(l_trust_lm[sel] & observed,
                            np.where(changed, np.clip((t - l_lm_s[sel]) / DAY_S, 0, None), 0.0),
                            np.nan)
+        lm_dated = changed & np.isfinite(lm_info)  # before a confirmed claim may date it
         scored, dropped = ob.score_claims(observed, last_known[i], t, claim[i])
         # A trusted push claim confirmed by this change is as good as a trusted
         # Last-Modified: it dates the change (keep the more recent of the two).
@@ -220,11 +222,12 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         ev["ev_sig_wrong"][i] += scored & ~changed
         claim[i] = np.where(scored | dropped, np.nan, claim[i])
 
-        # When in the day and week it changed: the dated instant, else a short interval.
-        dated = changed & np.isfinite(lm_info)
+        # When in the day and week it changed: a trusted Last-Modified instant, else a short
+        # interval (trusted push claims count when they arrive, _timing_of_claims).
+        dated = lm_dated
         timing.add_changes(tod, i[dated], t[dated] - lm_info[dated] * DAY_S, 1.0)
         mid, arc_w = timing.arc_evidence(last_known[i], t, params.max_arc_s)
-        arc = changed & ~dated & (arc_w > 0)
+        arc = changed & ~dated & ~(scored & claim_trusted[i]) & (arc_w > 0)
         timing.add_changes(tod, i[arc], mid[arc], arc_w[arc])
 
         obs_rows.append(i[observed])
@@ -295,6 +298,18 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     for name in ob.EVIDENCE_COLUMNS:
         out[name] = ev[name]
     return out[STATE_COLUMNS + list(ob.EVIDENCE_COLUMNS)]
+
+
+def _timing_of_claims(signals, pos, tod) -> None:
+    """Each distinct change instant a trusted host's push signals claim is a dated change
+    (jobs.core.timing): its accuracy was earned (jobs.core.trust), and most of a publisher's
+    changes are announced while few are fetched."""
+    sig = signals[signals["url"].isin(pos.index) & _col(signals, "signal_trusted", False)]
+    if not len(sig):
+        return
+    sig = sig.drop_duplicates(["url", "signaled_at"])
+    timing.add_changes(tod, pos.loc[sig["url"].to_numpy()].to_numpy(),
+                       _to_seconds(sig["signaled_at"]), 1.0)
 
 
 def _arm_claims(signals, pos, claim, claim_trusted, last_known, ev):

@@ -1,8 +1,9 @@
 r"""When in the day or week a page changes, and what visiting just after that is worth
 (issue 14 §1; pure numpy).
 
-**Evidence.** Each dated change (a trusted Last-Modified, or a trusted push claim confirmed
-by the fetch: the instants :func:`jobs.core.state_update.fold_day` already reads for λ) adds
+**Evidence.** Each dated change (the modification instant under a trusted Last-Modified, or
+the change instant a host with earned signal trust claims in a push signal, counted when the
+signal arrives: :func:`jobs.core.state_update.fold_day`) adds
 the unit vector of its angle on two circles, the day and the week; a changed fetch whose
 interval ``(p, t]`` is shorter than ``max_arc_s`` adds the vector of the interval's midpoint
 weighted by :math:`w = \operatorname{sinc}(L/P)`, the length of the mean of :math:`e^{i\theta}`
