@@ -344,8 +344,8 @@ def _extra_metrics(daily: pd.DataFrame, budget: int) -> dict:
 
 def _allocation(sim: Simulation, visits0: np.ndarray, seen0: tuple, days: int) -> pd.DataFrame:
     """Per page: host, true λ, importance, the visit rate the policy actually gave it and the
-    days it was observed / fresh in the planned window (truth; per-class freshness is
-    ``fresh_days.sum() / obs_days.sum()`` over the class's pages)."""
+    days it was observed / fresh in the planned window (truth; freshness per page kind:
+    :func:`jobs.backtest.report.kind_freshness`)."""
     pg = sim.web.pages
     n = len(sim.copies.visits)
 
