@@ -78,6 +78,15 @@ def test_tiny_backtest_end_to_end(spark, tmp_path):
     # The planner's schedules, executed by the fleet, never break politeness or the budget.
     assert a["politeness_gap_violations"] == 0 and a["politeness_cap_violations"] == 0
     assert a["status_503"] == 0 and a["budget_overrun"] == 0
+    # Freshness per page kind (issue 14): the backtest's web has weekly pages by default, and
+    # the kinds' "all" is the run's truth figure.
+    assert summary["spec"]["process_shares"] == [0.6, 0.15, 0.15, 0.1]
+    kinds = pd.DataFrame(summary["kinds"]).set_index(["policy", "kind"])
+    assert list(kinds.loc["adaptive"].index) == ["all", "front", "poisson", "daily", "bursty",
+                                                 "weekly"]
+    assert kinds.loc[("adaptive", "all"), "freshness_weighted_mean"] == pytest.approx(
+        a["freshness_weighted"], rel=1e-9)
+    assert "Freshness per page kind" in html
 
     daily = pd.read_parquet(out / "data" / "daily.parquet")
     ad = daily[daily["policy"] == "adaptive"]

@@ -102,3 +102,81 @@ def test_web_overrides_parse_literals_of_each_fields_type():
     assert spec.params().quota_host_share == 0.25
     with pytest.raises(ValueError):  # parsed, then refused by WebParams' own checks
         BacktestSpec(web=("quota_host_share=1.5",)).params()
+
+
+def _web_digest(p: WebParams, days: int = 5) -> str:
+    """sha256 of a web's page draws and of its change times on days 0..days-1."""
+    import hashlib
+
+    web = SyntheticWeb(p)
+    web.advance_to(days - 1)
+    pg, h = web.pages, hashlib.sha256()
+    for a in (pg.kind, pg.lam, pg.lam_eff, pg.hour, pg.importance, pg.born, pg.dies,
+              pg.url_key, pg.last0, pg.burst_on):
+        h.update(np.ascontiguousarray(a).tobytes())
+    for d in range(days):
+        h.update(web.window(d).times.tobytes())
+        h.update(web.window(d).starts.tobytes())
+    return h.hexdigest()
+
+
+def test_weekly_share_zero_leaves_the_web_bit_for_bit_unchanged():
+    # Digest of this web computed with the three-kind code (parent of the "weekly" commit,
+    # numpy 2.4): a default web must not move when a kind is added with share 0.
+    p = WebParams(**{**SMALL.__dict__, "birth_rate": 0.05})
+    assert p.process_shares == (0.7, 0.15, 0.15, 0.0)
+    assert _web_digest(p) == "a00b982b2714f41b639493f3be9453b594318d3853a7acf8da7f0dfe232e9b92"
+    # Old callers' 3-tuples are padded with a zero weekly share: the same web.
+    old = WebParams(**{**p.__dict__, "process_shares": (0.7, 0.15, 0.15)})
+    assert old == p and _web_digest(old) == _web_digest(p)
+    with pytest.raises(ValueError, match="process_shares must be 4"):
+        WebParams(process_shares=(0.5, 0.5))
+
+
+def test_weekly_pages_publish_once_a_week_on_their_weekday_at_their_hour():
+    p = WebParams(n_urls=6000, n_hosts=20, seed=3, process_shares=(0.0, 0.0, 0.0, 1.0),
+                  weekly_publish_prob=(0.5, 1.0), death_rate=0.0, birth_rate=0.0, keep_days=30,
+                  start="2024-01-03")  # a Wednesday: weekdays are calendar weekdays
+    web = SyntheticWeb(p)
+    pg = web.pages
+    weekly = np.flatnonzero(pg.kind == 3)
+    assert len(weekly) == 6000 - 2 * 20 and (pg.section[weekly] >= 0).all()
+    assert (pg.weekday[pg.kind != 3] == -1).all()
+    assert set(pg.weekday[weekly]) == set(range(7))
+    np.testing.assert_allclose(pg.lam_eff[weekly], pg.lam[weekly] / 7)
+    assert pg.lam[weekly].min() >= 0.5 and pg.lam[weekly].max() <= 1.0
+    n_days = 28
+    web.advance_to(n_days - 1)
+    counts = np.zeros((n_days, len(weekly)), np.int64)
+    for d in range(n_days):
+        w = web.window(d)
+        counts[d] = w.counts[weekly]
+        ids = np.repeat(np.arange(w.n_pages), w.counts)
+        mine = pg.kind[ids] == 3
+        t, pid = w.times[mine], ids[mine]
+        weekday = (web.params.start_date.weekday() + d) % 7
+        assert (pg.weekday[pid] == weekday).all(), f"day {d}: a change off the page's weekday"
+        # Jitter is N(0, 5 min) as for daily pages: 18k changes reach ~4 sd (20 min), 6 sd never.
+        off = np.abs(t - d - pg.hour[pid]) * 1440  # minutes from the page's hour
+        assert off.max() < 30, f"day {d}: {off.max():.1f} min from the hour"
+    assert counts.max() <= 1
+    weeks = counts.reshape(4, 7, -1).sum(axis=1)  # calendar-agnostic: any 7 consecutive days
+    assert weeks.max() <= 1
+    # Long-run frequency: 23,840 page-weeks of Bernoulli(p), sd of the total <= sqrt(n)/2.
+    n = weeks.size
+    expected = 4 * pg.lam[weekly].sum()
+    assert abs(weeks.sum() - expected) < 4 * np.sqrt(n) / 2
+    assert counts.mean() == pytest.approx(pg.lam_eff[weekly].mean(), rel=0.02)
+
+
+def test_process_shares_override_takes_four_kinds():
+    from jobs.sim.params import web_overrides
+
+    from jobs.backtest.loop import BacktestSpec
+
+    got = web_overrides(["process_shares=(0.7, 0.1, 0.1, 0.1)"])
+    assert WebParams(**got).process_shares == (0.7, 0.1, 0.1, 0.1)
+    # The backtest's web has a weekly share by default; an override replaces it.
+    assert BacktestSpec(urls=400, hosts=8).params().process_shares == (0.6, 0.15, 0.15, 0.1)
+    spec = BacktestSpec(urls=400, hosts=8, web=("process_shares=(0.7, 0.15, 0.15, 0.0)",))
+    assert spec.params().process_shares == (0.7, 0.15, 0.15, 0.0)

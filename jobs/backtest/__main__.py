@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from jobs.backtest.loop import POLICIES, BacktestSpec, prepare_history, run_policy, spec_dict
-from jobs.backtest.report import write_report
+from jobs.backtest.report import kind_text, write_report
 from jobs.sim.params import web_overrides
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,6 +146,8 @@ def main(argv=None) -> int:
             pc = g["planner_covered"].dropna()
             print(f"[backtest] audit coverage {pol}: production {int(pc.sum())}/{len(pc)} days, "
                   f"shadow {int(g['covered'].sum())}/{len(g)} days")
+    print("[backtest] freshness per page kind (mean ± sd over seeds; ÷ oracle per seed):")
+    print(kind_text(frames["alloc"]))
     return 0
 
 

@@ -37,6 +37,9 @@ from jobs.verify import read_schedule
 
 BUCKET = "recrawl-backtest"
 POLICIES = ("uniform", "proportional", "adaptive", "optimal", "oracle")
+# The backtest's web has a weekly rhythm (issue 14) unless --web process_shares=... says otherwise;
+# WebParams' own default keeps the weekly share 0, so other users' webs are unchanged.
+PROCESS_SHARES = (0.6, 0.15, 0.15, 0.1)
 # A config key owned by another stage, probed rather than assumed: the audit sample rate.
 AUDIT_RATE_KEY = "audit.sample_rate"
 # Off for the oracle: it is the Poisson optimum with the true rates, the ceiling to beat.
@@ -81,7 +84,9 @@ class BacktestSpec:
         Extra ``section.key=value`` planner config overrides, applied to every policy.
     web : tuple of str
         ``name=value`` overrides of the synthetic web (:func:`jobs.sim.params.web_overrides`),
-        e.g. the hidden host health of issue 15 (``quota_host_share=0.1``).
+        e.g. the hidden host health of issue 15 (``quota_host_share=0.1``). Without a
+        ``process_shares`` override the web's change processes are :data:`PROCESS_SHARES`
+        (Poisson, daily, bursty, weekly).
     """
 
     urls: int = 3000
@@ -100,8 +105,9 @@ class BacktestSpec:
         return int(round(self.budget_share * self.urls))
 
     def params(self) -> WebParams:
+        web = {"process_shares": PROCESS_SHARES, **web_overrides(self.web)}
         return WebParams(n_urls=self.urls, n_hosts=self.hosts, seed=self.seed, start=self.start,
-                         **web_overrides(self.web))
+                         **web)
 
 
 @dataclass
@@ -342,8 +348,8 @@ def _extra_metrics(daily: pd.DataFrame, budget: int) -> dict:
 
 def _allocation(sim: Simulation, visits0: np.ndarray, seen0: tuple, days: int) -> pd.DataFrame:
     """Per page: host, true λ, importance, the visit rate the policy actually gave it and the
-    days it was observed / fresh in the planned window (truth; per-class freshness is
-    ``fresh_days.sum() / obs_days.sum()`` over the class's pages)."""
+    days it was observed / fresh in the planned window (truth; freshness per page kind:
+    :func:`jobs.backtest.report.kind_freshness`)."""
     pg = sim.web.pages
     n = len(sim.copies.visits)
 
@@ -373,4 +379,5 @@ def _host_use(sim: Simulation, sched: pd.DataFrame, day: int) -> pd.DataFrame:
 def spec_dict(spec: BacktestSpec) -> dict:
     d = asdict(spec)
     d["budget"] = spec.budget
+    d["process_shares"] = list(spec.params().process_shares)  # the web's, overridden or not
     return d

@@ -4,12 +4,13 @@ Layout under ``out``::
 
     report.html            the page (PNGs referenced from figures/)
     figures/*.png
-    data/summary.json      spec, per-policy metrics (per seed and mean ± sd), statuses
+    data/summary.json      spec, per-policy metrics (per seed, mean ± sd), statuses, kinds
     data/daily.parquet     per policy, seed and day: truth freshness/age, fetches, lanes
     data/allocation.parquet  visits/day against true λ and importance, binned
     data/hosts.parquet     per policy, seed, day and host: scheduled rows and capacity
     data/audit.parquet     per policy, seed and day: audit estimates, intervals and truth
     data/sweep.parquet     freshness against budget
+    data/kinds.parquet     per policy, seed and page kind: freshness and its ratio to the oracle
 """
 from __future__ import annotations
 
@@ -25,11 +26,33 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from jobs.sim.params import PROCESS_KINDS  # noqa: E402
+
 TABLE_KEYS = ("freshness_weighted", "freshness", "age_days_weighted", "age_days", "fetches",
               "found_change_share", "not_modified_rate", "bytes", "politeness_gap_violations",
               "politeness_cap_violations", "status_503", "budget_overrun", "never_visited_share")
 AGE_LABEL = "age (days since the copy went stale; 0 if fresh)"
 LAMBDA_BINS = np.array([0, 1e-3, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 1e9])
+# Page kinds of the per-kind table: front pages and feeds (Poisson, high λ), then the
+# change process of every other page.
+KINDS = ("front", *PROCESS_KINDS)
+KIND_KEYS = ("freshness_weighted", "freshness", "freshness_weighted_vs_oracle",
+             "freshness_vs_oracle")
+KIND_LABELS = ("freshness, importance-weighted", "freshness", "÷ oracle, importance-weighted",
+               "÷ oracle")
+
+
+def _mean_sd(df: pd.DataFrame, by, keys) -> pd.DataFrame:
+    """Mean and sample sd over seeds of ``keys`` per ``by`` group, and the group's size."""
+    g = df.groupby(by, sort=False)[list(keys)]
+    out = g.mean().add_suffix("_mean").join(g.std(ddof=1).add_suffix("_sd"))
+    out["seeds"] = g.size()
+    return out.reset_index()
+
+
+def _fmt(mean: float, sd: float) -> str:
+    """``mean ± sd`` (just the mean with one seed)."""
+    return f"{mean:.3f}" + (f" ± {sd:.3f}" if pd.notna(sd) else "")
 
 
 def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -37,11 +60,85 @@ def summary_table(metrics: pd.DataFrame) -> pd.DataFrame:
     ok = metrics[metrics["status"] == "ok"]
     if ok.empty:
         return pd.DataFrame()
-    g = ok.groupby("policy", sort=False)[[k for k in TABLE_KEYS if k in ok]]
-    mean, sd = g.mean(), g.std(ddof=1)
-    out = mean.add_suffix("_mean").join(sd.add_suffix("_sd"))
-    out["seeds"] = g.size()
-    return out.reset_index()
+    return _mean_sd(ok, "policy", [k for k in TABLE_KEYS if k in ok])
+
+
+def page_kinds(alloc: pd.DataFrame) -> np.ndarray:
+    """Kind of each page of an allocation frame: "front" for front pages and feeds, else
+    its change process (``PROCESS_KINDS``)."""
+    process = np.array(PROCESS_KINDS, dtype=object)[alloc["kind"].to_numpy(np.int64)]
+    return np.where(alloc["front"].to_numpy(bool), "front", process)
+
+
+def kind_freshness(alloc: pd.DataFrame) -> pd.DataFrame:
+    """Freshness per policy, seed and page kind ("all" and :data:`KINDS`).
+
+    Parameters
+    ----------
+    alloc : DataFrame
+        Per page (``loop._allocation``, tagged with ``policy`` and ``seed``): ``kind``,
+        ``front``, ``importance``, ``obs_days``, ``fresh_days``.
+
+    Returns
+    -------
+    DataFrame
+        One row per (policy, seed, kind): ``pages``, ``obs_days``, ``freshness`` = Σ fresh /
+        Σ obs, ``freshness_weighted`` = Σ w·fresh / Σ w·obs over the kind's pages ("all": the
+        run's overall figures, the same sums as the truth metrics), and each divided by the
+        oracle's of the same seed and kind (``*_vs_oracle``; NaN without an oracle run).
+    """
+    w = alloc["importance"].to_numpy(float)
+    a = pd.DataFrame({"policy": alloc["policy"], "seed": alloc["seed"], "kind": page_kinds(alloc),
+                      "obs": alloc["obs_days"], "fresh": alloc["fresh_days"],
+                      "w_obs": w * alloc["obs_days"], "w_fresh": w * alloc["fresh_days"]})
+    a = pd.concat([a.assign(kind="all"), a], ignore_index=True)
+    a["kind"] = pd.Categorical(a["kind"], ["all", *KINDS])
+    s = (a.groupby(["policy", "seed", "kind"], sort=False, observed=True)
+         .agg(pages=("obs", "size"), obs_days=("obs", "sum"), fresh_days=("fresh", "sum"),
+              w_obs=("w_obs", "sum"), w_fresh=("w_fresh", "sum")).reset_index())
+    order = {p: i for i, p in enumerate(dict.fromkeys(alloc["policy"]))}  # as they ran
+    s = s.sort_values(["policy", "seed", "kind"], kind="stable", ignore_index=True,
+                      key=lambda c: c.map(order) if c.name == "policy" else c)
+    s["kind"] = s["kind"].astype(str)
+    s["freshness"] = s["fresh_days"] / s["obs_days"]
+    s["freshness_weighted"] = s["w_fresh"] / s["w_obs"]
+    ref = s.loc[s["policy"] == "oracle", ["seed", "kind", "freshness", "freshness_weighted"]]
+    s = s.merge(ref, on=["seed", "kind"], how="left", suffixes=("", "_oracle"))
+    for k in ("freshness", "freshness_weighted"):
+        s[f"{k}_vs_oracle"] = s[k] / s.pop(f"{k}_oracle")
+    return s.drop(columns=["fresh_days", "w_obs", "w_fresh"])
+
+
+def kind_table(kinds: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sample sd over seeds of :func:`kind_freshness`, per policy and kind."""
+    if kinds.empty:
+        return pd.DataFrame()
+    return _mean_sd(kinds, ["policy", "kind"], ("pages", *KIND_KEYS))
+
+
+def kind_display(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`kind_table` as shown (HTML and the run's log): a row per policy and measure, a
+    column per kind, cells ``mean ± sd``; the first row counts pages (mean over seeds)."""
+    if table.empty:
+        return pd.DataFrame()
+    pages = table.groupby("kind", sort=False)["pages_mean"].first()  # the same web per policy
+    kinds = list(pages.index)
+    rows = [{"policy": "", "measure": "pages", **{k: f"{pages[k]:.0f}" for k in kinds}}]
+    for pol, g in table.groupby("policy", sort=False):
+        g = g.set_index("kind")
+        for key, label in zip(KIND_KEYS, KIND_LABELS):
+            # Ratios only where an oracle ran, and not the oracle's own (1 by definition).
+            if g[f"{key}_mean"].notna().any() and not (pol == "oracle" and "oracle" in key):
+                rows.append({"policy": pol, "measure": label,
+                             **{k: _fmt(g.loc[k, f"{key}_mean"], g.loc[k, f"{key}_sd"])
+                                if k in g.index else "" for k in kinds}})
+    return pd.DataFrame(rows)
+
+
+def kind_text(alloc: pd.DataFrame) -> str:
+    """The per-kind table of a run's allocation frames, as plain text for the log."""
+    shown = kind_display(kind_table(kind_freshness(alloc))) if not alloc.empty else pd.DataFrame()
+    return shown.to_string(index=False) if not shown.empty else "(no policy ran)"
 
 
 def headline(table: pd.DataFrame, key: str = "freshness_weighted") -> str:
@@ -58,8 +155,7 @@ def headline(table: pd.DataFrame, key: str = "freshness_weighted") -> str:
     label = key.replace("_", " ").replace("freshness weighted", "importance-weighted freshness")
 
     def fig(row) -> str:
-        sd = row.get(f"{key}_sd")
-        return f"{row[col]:.3f}" + (f" ± {sd:.3f}" if pd.notna(sd) else "")
+        return _fmt(row[col], row.get(f"{key}_sd"))
 
     if real.empty:
         return f"Only the oracle ran: {label} {fig(oracle.iloc[0])}."
@@ -228,12 +324,15 @@ def write_report(out: Path, spec: dict, command: str, metrics: pd.DataFrame,
     data.mkdir(parents=True, exist_ok=True)
     table = summary_table(metrics)
     bins = allocation_bins(alloc) if not alloc.empty else pd.DataFrame()
+    kinds = kind_freshness(alloc) if not alloc.empty else pd.DataFrame()
+    ktable = kind_table(kinds)
     for name, df in (("daily", daily), ("allocation", bins), ("hosts", hosts), ("audit", audit),
-                     ("sweep", sweep), ("metrics", metrics)):
+                     ("sweep", sweep), ("metrics", metrics), ("kinds", kinds)):
         df.to_parquet(data / f"{name}.parquet", index=False)
     (data / "summary.json").write_text(json.dumps(
         {"spec": spec, "command": command, "notes": notes, "headline": headline(table),
          "policies": json.loads(table.to_json(orient="records")),
+         "kinds": json.loads(ktable.to_json(orient="records")),
          "runs": json.loads(metrics.to_json(orient="records"))}, indent=1))
 
     sections = []
@@ -266,6 +365,14 @@ def write_report(out: Path, spec: dict, command: str, metrics: pd.DataFrame,
              "<h2>Policies</h2>", _html_table(status),
              "<h2>Truth metrics over the planned days (mean and sd over seeds)</h2>",
              _html_table(table) if not table.empty else "<p>no policy ran</p>"]
+    if not ktable.empty:
+        parts += ["<h2 id='kinds'>Freshness per page kind (mean ± sd over seeds)</h2>",
+                  "<p>Over the planned days, Σ fresh days / Σ observed days of each kind's "
+                  "pages, plain and importance-weighted; <i>front</i>: front pages and feeds "
+                  "(Poisson), the other kinds are the change processes of ordinary pages; "
+                  "<i>all</i>: every page (the truth metrics above). ÷ oracle: the policy's "
+                  "figure over the oracle's (true λ), per seed, then mean ± sd.</p>",
+                  _html_table(kind_display(ktable))]
     if not cover.empty:
         parts += ["<h2>Audit interval covers the true freshness (days covered / days)</h2>",
                   _html_table(cover)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jobs.sim.params import WebParams
-from jobs.sim.population import BURSTY, DAILY, POISSON, Pages
+from jobs.sim.population import BURSTY, DAILY, POISSON, WEEKLY, Pages
 
 _FRAC_MAX = 1.0 - 1e-7  # keeps page + fraction strictly below page + 1 up to ~1e8 pages
 
@@ -113,6 +113,15 @@ def shard_day_changes(p: WebParams, pages: Pages, ids: np.ndarray, day: int,
         bi, bt = _bursty(p, pages, ids[sel_idx], a[sel_idx], b[sel_idx], day, rng)
         out_ids.append(bi)
         out_t.append(bt)
+
+    # Weekly pages last: no draw at all without them, so the draws above stay as they were.
+    sel = (kind == WEEKLY) & (pages.weekday[ids] == (p.start_date.weekday() + day) % 7)
+    publish = rng.random(sel.sum()) < lam[sel]
+    jitter = rng.normal(0.0, 5.0 / 1440.0, sel.sum())
+    t = day + np.clip(pages.hour[ids[sel]] + jitter, 0.0, 1.0 - 1e-6)
+    keep = publish & live[sel] & (t >= a[sel]) & (t < b[sel])
+    out_ids.append(ids[sel][keep])
+    out_t.append(t[keep])
     return np.concatenate(out_ids).astype(np.int64), np.concatenate(out_t)
 
 

@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass, fields
 
 VALIDATOR_CLASSES = ("honest", "lm_only", "none", "frozen_lm", "volatile_etag")
-PROCESS_KINDS = ("poisson", "daily", "bursty")
+PROCESS_KINDS = ("poisson", "daily", "bursty", "weekly")
 SIGNAL_CLASSES = ("none", "accurate", "stale")
 SIGNAL_SOURCES = ("sitemap", "feed", "websub", "indexnow")
 SECTIONS = ("news", "blog", "docs", "shop", "forum", "tag", "archive", "product")
@@ -48,8 +48,9 @@ class WebParams:
         A capped host allows U(lo, hi) × its page count fetches a day (≥ 10).
     validator_shares : tuple of 5 floats
         Shares of hosts per class in ``VALIDATOR_CLASSES``.
-    process_shares : tuple of 3 floats
-        Shares of ordinary pages per change process in ``PROCESS_KINDS``.
+    process_shares : tuple of 4 floats
+        Shares of ordinary pages per change process in ``PROCESS_KINDS``; a 3-tuple (the
+        kinds before "weekly") is padded with a weekly share of 0.
     never_share : float
         Share of Poisson pages that never change (λ = 0).
     lam_range, lam_front_range : (float, float)
@@ -59,6 +60,9 @@ class WebParams:
         templates carry information about change rates.
     daily_publish_prob : (float, float)
         Daily pages publish on a given day with a probability drawn from this range.
+    weekly_publish_prob : (float, float)
+        Weekly pages publish on their weekday with a probability p drawn from this range
+        (long-run rate p/7 a day).
     burst_on_rate_range : (float, float)
         λ while a bursty page is "on".
     burst_to_on, burst_to_off : float
@@ -114,12 +118,13 @@ class WebParams:
     max_fetches_share: float = 0.3
     max_fetches_per_page: tuple = (0.3, 2.0)
     validator_shares: tuple = (0.45, 0.2, 0.15, 0.1, 0.1)
-    process_shares: tuple = (0.7, 0.15, 0.15)
+    process_shares: tuple = (0.7, 0.15, 0.15, 0.0)
     never_share: float = 0.2
     lam_range: tuple = (1e-3, 50.0)
     lam_front_range: tuple = (5.0, 50.0)
     section_lam_sigma: float = 1.0
     daily_publish_prob: tuple = (0.5, 1.0)
+    weekly_publish_prob: tuple = (0.7, 1.0)
     burst_on_rate_range: tuple = (5.0, 50.0)
     burst_to_on: float = 0.2
     burst_to_off: float = 2.0
@@ -154,6 +159,8 @@ class WebParams:
             raise ValueError("hosts_per_shard and keep_days must be >= 1")
         dt.date.fromisoformat(self.start)  # raises on a malformed date
         _check_shares("validator_shares", self.validator_shares, len(VALIDATOR_CLASSES))
+        if len(self.process_shares) == len(PROCESS_KINDS) - 1:  # callers from before "weekly"
+            object.__setattr__(self, "process_shares", (*self.process_shares, 0.0))
         _check_shares("process_shares", self.process_shares, len(PROCESS_KINDS))
         _check_shares("signal_shares", self.signal_shares, len(SIGNAL_CLASSES))
         _check_range("crawl_delay_range", self.crawl_delay_range)
@@ -166,6 +173,7 @@ class WebParams:
         if self.quota_recover_day < -1 or self.health_min_pages < 2:
             raise ValueError("quota_recover_day must be >= -1 and health_min_pages >= 2")
         _check_range("daily_publish_prob", self.daily_publish_prob)
+        _check_range("weekly_publish_prob", self.weekly_publish_prob)
         for name in ("max_fetches_share", "never_share", "gone_share", "signal_coverage",
                      "stale_signal_rate", "error_rate", "importance_rate_corr",
                      "quota_host_share", "quota_recover_share", "throttle_host_share"):
@@ -173,8 +181,9 @@ class WebParams:
                 raise ValueError(f"{name} must lie in [0, 1]")
         if self.quota_host_share + self.throttle_host_share > 1.0:
             raise ValueError("quota_host_share + throttle_host_share must be <= 1")
-        if self.daily_publish_prob[1] > 1.0:
-            raise ValueError("daily_publish_prob must lie in [0, 1]")
+        for name in ("daily_publish_prob", "weekly_publish_prob"):
+            if getattr(self, name)[1] > 1.0:
+                raise ValueError(f"{name} must lie in [0, 1]")
         for name in ("host_size_sigma", "section_lam_sigma", "burst_to_on", "burst_to_off",
                      "importance_sigma", "front_importance_boost", "death_rate", "birth_rate",
                      "discovery_delay_mean", "page_bytes_median"):

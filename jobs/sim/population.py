@@ -6,10 +6,10 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from jobs.sim.params import SECTIONS, WebParams
-from jobs.sim.rand import HEALTH, HOSTS, mix64, stream
+from jobs.sim.rand import HEALTH, HOSTS, WEEKLY as WEEKLY_STREAM, mix64, stream, uniform
 
 FRONT, FEED = -1, -2  # section codes of the two pages every host has
-POISSON, DAILY, BURSTY = 0, 1, 2
+POISSON, DAILY, BURSTY, WEEKLY = 0, 1, 2, 3  # indices into PROCESS_KINDS
 HONEST, LM_ONLY, NONE, FROZEN_LM, VOLATILE_ETAG = range(5)
 SIG_NONE, SIG_ACCURATE, SIG_STALE = range(3)
 _SLUGS = ("update", "review", "guide", "story", "item", "note", "report", "page", "post", "offer")
@@ -107,9 +107,9 @@ class Pages:
     url: np.ndarray
     url_key: np.ndarray
     kind: np.ndarray
-    lam: np.ndarray          # Poisson λ, daily publish probability, or bursty on-rate
+    lam: np.ndarray          # Poisson λ, daily/weekly publish probability, or bursty on-rate
     lam_eff: np.ndarray      # long-run mean changes per day
-    hour: np.ndarray         # daily pages: publish time of day (fraction of a day)
+    hour: np.ndarray         # daily/weekly pages: publish time of day (fraction of a day)
     importance: np.ndarray
     born: np.ndarray
     dies: np.ndarray
@@ -119,6 +119,7 @@ class Pages:
     discovered: np.ndarray
     shard: np.ndarray
     burst_on: np.ndarray     # mutable: current state of bursty pages
+    weekday: np.ndarray      # weekly pages: publish weekday (date.weekday(), Monday 0), else -1
 
     def __len__(self) -> int:
         return len(self.host)
@@ -148,7 +149,8 @@ def make_pages(p: WebParams, hosts: Hosts, host_ids: np.ndarray, page_no: np.nda
     section = np.argmax(sec_rank, axis=1).astype(np.int8)
     section = np.where(page_no == 0, FRONT, np.where(page_no == 1, FEED, section)).astype(np.int8)
     special = section < 0
-    kind = rng.choice(3, n, p=p.process_shares).astype(np.int8)
+    # A trailing zero share leaves these draws as they were with three kinds.
+    kind = rng.choice(len(p.process_shares), n, p=p.process_shares).astype(np.int8)
     kind[special] = POISSON
     mult = hosts.section_mult[host_ids, np.maximum(section, 0)]
     lam_p = np.minimum(_log_uniform(rng, *p.lam_range, n) * mult, p.lam_range[1])
@@ -156,9 +158,12 @@ def make_pages(p: WebParams, hosts: Hosts, host_ids: np.ndarray, page_no: np.nda
     lam_front = _log_uniform(rng, *p.lam_front_range, n)
     prob = rng.uniform(*p.daily_publish_prob, n)
     on_rate = _log_uniform(rng, *p.burst_on_rate_range, n)
-    lam = np.select([special, kind == DAILY, kind == BURSTY], [lam_front, prob, on_rate], lam_p)
+    weekday, prob_w = _weekly_draws(p, host_ids, page_no)
+    weekday[kind != WEEKLY] = -1
+    lam = np.select([special, kind == DAILY, kind == BURSTY, kind == WEEKLY],
+                    [lam_front, prob, on_rate, prob_w], lam_p)
     on_share = p.burst_to_on / max(p.burst_to_on + p.burst_to_off, 1e-12)
-    lam_eff = np.where(kind == BURSTY, lam * on_share, lam)
+    lam_eff = np.select([kind == BURSTY, kind == WEEKLY], [lam * on_share, lam / 7.0], lam)
     hour = (hosts.publish_hour[host_ids] + rng.normal(0.0, 0.25, n)) % 24.0 / 24.0
     # Importance correlates with log λ, standardised by fixed constants so
     # that a page's importance does not depend on which shard it sits in.
@@ -182,7 +187,15 @@ def make_pages(p: WebParams, hosts: Hosts, host_ids: np.ndarray, page_no: np.nda
     on0 = rng.random(n) < on_share
     return Pages(host_ids, page_no, section, url, url_key, kind, lam, lam_eff, hour, importance,
                  born, dies, gone, base_bytes, last0, discovered, hosts.shard[host_ids],
-                 on0 & (kind == BURSTY))
+                 on0 & (kind == BURSTY), weekday)
+
+
+def _weekly_draws(p: WebParams, host_ids: np.ndarray, page_no: np.ndarray):
+    """Weekday and publish probability of weekly pages, from a hash of (seed, page) rather
+    than ``rng``, so that adding the kind left every earlier draw of the web unchanged."""
+    weekday = np.floor(uniform(p.seed, WEEKLY_STREAM, host_ids, page_no, 0) * 7).astype(np.int8)
+    lo, hi = p.weekly_publish_prob
+    return weekday, lo + (hi - lo) * uniform(p.seed, WEEKLY_STREAM, host_ids, page_no, 1)
 
 
 def _url(host: str, section: int, page_no: int) -> str:
