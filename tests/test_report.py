@@ -92,6 +92,11 @@ def test_lane_budget_counts_unused_budget_per_lane_and_in_total():
     assert t.loc["discovery", "unused"] == 5
     assert t.loc["total"].to_dict() == {"budget": 125, "candidates": 110, "planned": 80,
                                         "unused": 45}
+    # backfill spends what the lanes left (45): the day's budget stays 125
+    cut["backfill"] = {"budget": 45, "candidates": 30, "selected": 30}
+    t = dr.lane_budget(cut).set_index("lane")
+    assert t.loc["total"].to_dict() == {"budget": 125, "candidates": 140, "planned": 110,
+                                        "unused": 15}
 
 
 def test_due_planned_carried_leaves_a_missing_day_nan_not_zero():

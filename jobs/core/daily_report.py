@@ -75,6 +75,8 @@ def lane_budget(cut: dict) -> pd.DataFrame:
             for lane, c in sorted(cut.items())]
     out = pd.DataFrame(rows, columns=["lane", "budget", "candidates", "planned"])
     total = out[["budget", "candidates", "planned"]].sum()
+    # backfill's budget is what the other lanes left unused: not more budget in the total
+    total["budget"] -= int(out.loc[out["lane"] == "backfill", "budget"].sum())
     out = pd.concat([out, pd.DataFrame([{"lane": "total", **total.to_dict()}])],
                     ignore_index=True)
     out["unused"] = (out["budget"] - out["planned"]).clip(lower=0)
