@@ -298,6 +298,11 @@ class TimingConfig:
                                     default=0.9)
     visit_lag_s: float = _doc("A timed URL's visit is placed this long after its mean change "
                               "time, plus two circular standard deviations.", default=600.0)
+    max_changes_per_period: float = _doc("A URL whose lambda_hat x period (1 day or 1 week) exceeds "
+                                         "this is never timed on that period: the Last-Modified "
+                                         "instants of a page that changes many times between "
+                                         "fetches lie just before the fetches (jobs/core/timing.py, "
+                                         "fetch-locking).", default=8.0)
     max_arc_s: float = _doc("A changed interval no longer than this (seconds) counts as "
                             "evidence of the change's time of day (its midpoint, weighted by "
                             "sinc(length / day)).", default=21600.0)
@@ -514,9 +519,11 @@ def _validate_update_sections(c: Config) -> None:
         raise ConfigError("estimation.prior_min_urls must be >= 2")
     tm = c.timing
     if not (0 <= tm.min_dated_changes < float("inf") and 0 < tm.min_concentration <= 1
-            and 0 <= tm.visit_lag_s < 86400 and 0 <= tm.max_arc_s <= 86400):
+            and 0 <= tm.visit_lag_s < 86400 and 0 <= tm.max_arc_s <= 86400
+            and 0 < tm.max_changes_per_period < float("inf")):
         raise ConfigError("need timing.min_dated_changes finite >= 0, 0 < min_concentration <= 1, "
-                          "0 <= visit_lag_s < 86400 and 0 <= max_arc_s <= 86400")
+                          "0 <= visit_lag_s < 86400, 0 <= max_arc_s <= 86400 and "
+                          "0 < max_changes_per_period < inf")
     for key, value in (("estimation.level", e.level), ("audit.level", a.level)):
         if not 0 < value < 1:
             raise ConfigError(f"{key} must be in (0, 1)")

@@ -44,7 +44,8 @@ def timing_params(cfg: Config) -> timing.TimingParams:
     t = cfg.timing
     return timing.TimingParams(enabled=t.enabled, min_dated_changes=t.min_dated_changes,
                                min_concentration=t.min_concentration, visit_lag_s=t.visit_lag_s,
-                               max_arc_s=t.max_arc_s)
+                               max_arc_s=t.max_arc_s,
+                               max_changes_per_period=t.max_changes_per_period)
 
 
 def update_params(cfg: Config) -> state_update.UpdateParams:
@@ -52,7 +53,7 @@ def update_params(cfg: Config) -> state_update.UpdateParams:
         floor_s=cfg.intervals.floor_s, cap_s=cfg.intervals.cap_s,
         initial_s=cfg.intervals.initial_s, gone_after=cfg.policy.gone_after,
         half_life_days=cfg.estimation.half_life_days, level=cfg.estimation.level,
-        max_arc_s=cfg.timing.max_arc_s)
+        timing=timing_params(cfg))
 
 
 def rate_limit_params(cfg: Config) -> host_health.RateLimitParams:

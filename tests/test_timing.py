@@ -22,7 +22,7 @@ def sums_of(times, weight=1.0):
 def test_a_daily_publisher_is_found_at_its_time_of_day():
     rng = np.random.default_rng(1)
     t = MON + np.arange(10) * DAY_S + 7.5 * 3600 + rng.normal(0, 300, 10)
-    r = timing.rhythm(sums_of(t), TP)
+    r = timing.rhythm(sums_of(t), TP, 1.0)
     assert r.period_s[0] == DAY_S
     assert abs(r.phase_s[0] - 7.5 * 3600) < 300
     assert 60 < r.spread_s[0] < 900  # jitter sd 300 s
@@ -30,13 +30,13 @@ def test_a_daily_publisher_is_found_at_its_time_of_day():
 
 def test_a_weekly_publisher_gets_the_week_and_uniform_times_get_nothing():
     t = MON + np.arange(6) * WEEK_S + 2 * DAY_S + 9 * 3600  # Wednesdays 09:00
-    r = timing.rhythm(sums_of(t), TP)
+    r = timing.rhythm(sums_of(t), TP, 1.0)
     assert r.period_s[0] == WEEK_S and r.phase_s[0] == pytest.approx(2 * DAY_S + 9 * 3600, abs=1)
     rng = np.random.default_rng(7)
-    poisson = [timing.rhythm(sums_of(MON + np.sort(rng.uniform(0, 20 * DAY_S, 12))), TP).timed[0]
+    poisson = [timing.rhythm(sums_of(MON + np.sort(rng.uniform(0, 20 * DAY_S, 12))), TP, 1.0).timed[0]
                for _ in range(200)]
     assert sum(poisson) == 0  # 12 changes uniform in time are never concentrated at R >= 0.9
-    few = timing.rhythm(sums_of(t[:4]), TP)  # 4 < min_dated_changes = 5
+    few = timing.rhythm(sums_of(t[:4]), TP, 1.0)  # 4 < min_dated_changes = 5
     assert not few.timed[0]
 
 
@@ -45,10 +45,10 @@ def test_decay_forgets_weight_not_direction():
     s = sums_of(t)
     half = timing.decayed(s, 0.5)
     assert half["tod_n"][0] == pytest.approx(4.0)
-    r0, r1 = timing.rhythm(s, TP), timing.rhythm(timing.decayed(s, 0.7), TP)
+    r0, r1 = timing.rhythm(s, TP, 1.0), timing.rhythm(timing.decayed(s, 0.7), TP, 1.0)
     assert r1.phase_s[0] == pytest.approx(r0.phase_s[0]) and r1.spread_s[0] == pytest.approx(
         r0.spread_s[0])
-    assert not timing.rhythm(half, TP).timed[0] or half["tod_n"][0] >= TP.min_dated_changes
+    assert not timing.rhythm(half, TP, 1.0).timed[0] or half["tod_n"][0] >= TP.min_dated_changes
 
 
 def test_a_long_changed_interval_says_nothing_and_a_short_one_its_midpoint():
@@ -155,7 +155,7 @@ def test_fold_learns_the_rhythm_from_trusted_last_modified_dates():
                                       estimate=False)[state_update.STATE_COLUMNS]
     row = state.iloc[0]
     assert row["tod_n"] == pytest.approx(7 * 2 ** (-3.5 / 90), rel=0.05)  # 7 dated, decayed
-    r = timing.rhythm({c: np.array([row[c]]) for c in timing.TIMING_COLUMNS}, TP)
+    r = timing.rhythm({c: np.array([row[c]]) for c in timing.TIMING_COLUMNS}, TP, 1.0)
     assert r.period_s[0] == DAY_S and abs(r.phase_s[0] - 6 * 3600) < 120
 
 
@@ -184,9 +184,55 @@ def test_fold_learns_the_rhythm_from_trusted_push_signals_only(trusted):
                                       .strftime("%Y-%m-%d"), params, signals=sig,
                                       estimate=False)[state_update.STATE_COLUMNS]
     row = state.iloc[0]
-    r = timing.rhythm({c: np.array([float(row[c])]) for c in timing.TIMING_COLUMNS}, TP)
+    r = timing.rhythm({c: np.array([float(row[c])]) for c in timing.TIMING_COLUMNS}, TP, 1.0)
     if trusted:
         assert row["tod_n"] == pytest.approx(7.0, rel=0.05)
         assert r.period_s[0] == DAY_S and r.phase_s[0] == pytest.approx(21 * 3600, abs=1)
     else:
         assert row["tod_n"] == 0 and not r.timed[0]
+
+
+def test_a_fast_page_fetched_at_a_steady_time_is_not_timed():
+    """Fetch-locking: a λ = 20/day Poisson page fetched every day at 15:00 under a trusted
+    Last-Modified shows its last change about Exp(20) before each fetch. Those instants are
+    concentrated (R ≈ 0.95); only the λ̂ P gate keeps the page from being read as timed."""
+    rng = np.random.default_rng(5)
+    lm = MON + np.arange(12) * DAY_S + 15 * 3600 - rng.exponential(DAY_S / 20, 12)
+    s = sums_of(lm)
+    r_bar = np.hypot(s["tod_cos"][0], s["tod_sin"][0]) / s["tod_n"][0]
+    assert r_bar > TP.min_concentration
+    assert not timing.rhythm(s, TP, 20.0).timed[0]
+    assert timing.rhythm(s, TP, 1.0).timed[0]  # the same instants from a slow page: timed
+    # the bound in the notes: no fetch-locked page passes below the gate
+    lam_p = TP.max_changes_per_period
+    assert 1 / np.sqrt(1 + (2 * np.pi / lam_p) ** 2) < TP.min_concentration
+
+
+def test_once_timed_its_last_modified_counts_as_a_plain_change_bit():
+    """A page that changes every day at 06:00, fetched at 18:00 for 7 days (its Last-Modified
+    dates the changes: λ̂ about 2/day), then just after its change, as the plan places a timed
+    page. Its modification age is then 12 minutes at every fetch; read as Poisson evidence
+    λ̂ = n / sum(ages) would jump far above the gate and untime it. As plain change bits
+    λ̂ stays where it was and the page stays timed."""
+    params = update_params(Config())
+    state = state_update.empty_state()
+    base = pd.Timestamp("2026-11-02T00:00Z")
+    lam, lm_n = [], []
+    for d in range(14):
+        day = base + pd.Timedelta(days=d)
+        changed_at = day + pd.Timedelta(hours=6)
+        fetch = changed_at + (pd.Timedelta(hours=12) if d < 7 else pd.Timedelta(minutes=12))
+        logs = pd.DataFrame({"url": ["u"], "host": ["h.example"], "fetched_at": [fetch],
+                             "status": [200], "etag": [None],
+                             "last_modified": [changed_at.strftime("%a, %d %b %Y %H:%M:%S GMT")],
+                             "content_hash": [f"h{d}"], "trust_etag": [True], "trust_lm": [True]})
+        state = state_update.fold_day(state, logs, day.strftime("%Y-%m-%d"), params,
+                                      estimate=True)[state_update.STATE_COLUMNS]
+        lam.append(float(state["lambda_hat"].iloc[0]))
+        lm_n.append(float(state["lm_n"].iloc[0]))
+    row = state.iloc[0]
+    r = timing.rhythm({c: np.array([float(row[c])]) for c in timing.TIMING_COLUMNS}, TP,
+                      row["lambda_hat"])
+    assert r.timed[0] and r.period_s[0] == DAY_S
+    assert lam[6] < TP.max_changes_per_period and max(lam[7:]) < 3.0
+    assert lm_n[-1] < lm_n[6]  # no dated observation for λ since the page was timed

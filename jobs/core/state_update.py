@@ -61,7 +61,7 @@ class UpdateParams:
     gone_after: int
     half_life_days: float
     level: float
-    max_arc_s: float
+    timing: timing.TimingParams
 
 
 def empty_state() -> pd.DataFrame:
@@ -135,6 +135,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     n = len(state)
     pos = pd.Series(np.arange(n), index=state["url"].to_numpy())
     stats, tod = _stats(state, run_date, params.half_life_days)
+    was_timed = timing.rhythm(tod, params.timing,
+                              pd.to_numeric(state["lambda_hat"]).to_numpy(dtype=float)).timed
 
     last_fetch = _to_seconds(state["last_fetch_at"])
     last_success = _to_seconds(state["last_success_at"])
@@ -212,7 +214,12 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         lm_info = np.where(l_trust_lm[sel] & observed,
                            np.where(changed, np.clip((t - l_lm_s[sel]) / DAY_S, 0, None), 0.0),
                            np.nan)
-        lm_dated = changed & np.isfinite(lm_info)  # before a confirmed claim may date it
+        # The modification instant dates the change for the rhythm (before a confirmed claim
+        # may date it instead: claims count when they arrive). A timed page's instant carries
+        # no rate information (it is visited just after it): a plain bit for λ.
+        lm_dated = changed & np.isfinite(lm_info)
+        lm_change_at = t - lm_info * DAY_S
+        lm_info = np.where(was_timed[i], np.nan, lm_info)
         scored, dropped = ob.score_claims(observed, last_known[i], t, claim[i])
         # A trusted push claim confirmed by this change is as good as a trusted
         # Last-Modified: it dates the change (keep the more recent of the two).
@@ -225,8 +232,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         # When in the day and week it changed: a trusted Last-Modified instant, else a short
         # interval (trusted push claims count when they arrive, _timing_of_claims).
         dated = lm_dated
-        timing.add_changes(tod, i[dated], t[dated] - lm_info[dated] * DAY_S, 1.0)
-        mid, arc_w = timing.arc_evidence(last_known[i], t, params.max_arc_s)
+        timing.add_changes(tod, i[dated], lm_change_at[dated], 1.0)
+        mid, arc_w = timing.arc_evidence(last_known[i], t, params.timing.max_arc_s)
         arc = changed & ~dated & ~(scored & claim_trusted[i]) & (arc_w > 0)
         timing.add_changes(tod, i[arc], mid[arc], arc_w[arc])
 
