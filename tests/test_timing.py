@@ -236,3 +236,24 @@ def test_once_timed_its_last_modified_counts_as_a_plain_change_bit():
     assert r.timed[0] and r.period_s[0] == DAY_S
     assert lam[6] < TP.max_changes_per_period and max(lam[7:]) < 3.0
     assert lm_n[-1] < lm_n[6]  # no dated observation for λ since the page was timed
+
+
+def test_plan_rows_explain_a_timed_page():
+    from jobs.core import plan_table
+    from jobs.core.allocation_kkt import marginal_value
+
+    lam, period = np.array([1.5, 1.5, 1.5]), np.array([DAY_S, DAY_S, np.nan])
+    rate = np.array([1.0, 0.5, 0.5])
+    pol = policies.get_policy("optimal", f_min=0.01, f_max=24.0)
+    gain, ceiling = timing.value_gain(lam, period), timing.rate_ceiling(period)
+    rows = plan_table.page_rows(
+        host=np.array(["h"] * 3), url=np.array(["a", "b", "c"]), lane=np.array(["refresh"] * 3),
+        gone=np.zeros(3, bool), selected=np.zeros(3, bool), signal=np.zeros(3, bool), rate=rate,
+        fast_rate=np.zeros(3), importance=np.ones(3), lambda_hat=lam,
+        last_success_s=np.full(3, MON), visits=np.ones(3), audit=np.zeros(3, bool),
+        host_cap=np.full(3, 100), cap_binds=np.zeros(3, bool), policy=pol, f_min=0.01,
+        f_max=24.0, window_start=MON + DAY_S, timing_gain=gain, rate_ceiling=ceiling)
+    assert rows.reason.tolist() == ["timed", "multiplier", "multiplier"]
+    assert rows.marginal_value[0] == 0.0
+    assert rows.marginal_value[1] == pytest.approx(gain[1] * marginal_value(1.5, 1.0, 0.5))
+    assert rows.marginal_value[2] == pytest.approx(marginal_value(1.5, 1.0, 0.5))

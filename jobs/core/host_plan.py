@@ -290,6 +290,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         lambda_hat=work["lambda_hat"].to_numpy(), last_success_s=last_success,
         visits=per_page, audit=audited > 0, host_cap=b.cap[g.codes], cap_binds=binds[g.codes],
         policy=policy, f_min=getattr(policy, "f_min", ctx.f_min),
-        f_max=getattr(policy, "f_max", ctx.f_max), window_start=ctx.window_start)
+        f_max=getattr(policy, "f_max", ctx.f_max), window_start=ctx.window_start,
+        timing_gain=work["timing_gain"].to_numpy(), rate_ceiling=work["rate_ceiling"].to_numpy())
     out = pd.concat([out, pd.DataFrame(figures), rows], ignore_index=True)
     return out.reindex(columns=PLAN_COLUMNS)

@@ -20,6 +20,8 @@ min_rate               the lowest rate allowed (``intervals.cap_s``); with ``opt
                        marginal value is below the day's multiplier even there
 max_rate               the highest rate allowed (``intervals.floor_s``); with ``optimal``:
                        the marginal value is above the multiplier even there
+timed                  policy ``optimal``: one visit per period of a page that changes at a
+                       learnt time of day or week (``jobs.core.timing``): more buys nothing
 multiplier             policy ``optimal``: the rate whose marginal value equals the day's
                        multiplier (``metrics.refresh_marginal_value``)
 policy                 the rate of the configured policy (uniform, proportional, adaptive)
@@ -49,6 +51,8 @@ REASONS = {
                 "the day's multiplier even there",
     "max_rate": "the highest rate allowed (intervals.floor_s): the marginal value is above "
                 "the day's multiplier even there",
+    "timed": "one visit per period of a page that changes at a learnt time of day or week: "
+             "more visits buy nothing",
     "multiplier": "the rate whose marginal value equals the day's multiplier",
     "policy": "the configured policy's rate at the day's level",
 }
@@ -70,13 +74,16 @@ def p_stale(lam, last_success_s, at_s) -> np.ndarray:
     return np.where(np.isnan(last), 1.0, p_changed(np.nan_to_num(lam), np.nan_to_num(age_days)))
 
 
-def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy, f_min, f_max):
+def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy, f_min, f_max,
+            rate_ceiling=None):
     """The reason code of each page (:data:`REASONS`), the first that applies."""
     lane = np.asarray(lane, dtype=object)
     name = getattr(policy, "name", None)
     interior = "multiplier" if name == "optimal" else "policy"
     out = np.where(rate <= f_min * (1 + _TOL), "min_rate",
                    np.where(rate >= f_max * (1 - _TOL), "max_rate", interior)).astype(object)
+    if name == "optimal" and rate_ceiling is not None:
+        out[np.isfinite(rate_ceiling) & (rate >= np.asarray(rate_ceiling) * (1 - _TOL))] = "timed"
     if policy is None:  # no policy: the seed backoff interval, clipped
         out[:] = "policy"
     fast = (lane == "fast") & (rate <= fast_rate * (1 + _TOL))
@@ -90,22 +97,31 @@ def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy,
 
 def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, importance,
               lambda_hat, last_success_s, visits, audit, host_cap, cap_binds, policy,
-              f_min, f_max, window_start) -> pd.DataFrame:
+              f_min, f_max, window_start, timing_gain=None, rate_ceiling=None) -> pd.DataFrame:
     """One plan row per page (columns ``host``, ``url``, ``lane`` and :data:`PLAN_ROW_COLUMNS`).
 
     ``visits``/``audit``: the page's candidate visits and whether one is an audit, after the
     host cap and before the budget cut; ``host_cap``/``cap_binds``: per page, from its host.
     ``policy`` is the refresh policy the day was solved with (its box: ``f_min``/``f_max``).
+    ``timing_gain``/``rate_ceiling`` (per page, optional): a timed page's value multiplier
+    and its one visit per period (:mod:`jobs.core.timing`); its marginal value is
+    :math:`g w F'(f)` below the ceiling, 0 at it.
     """
     rate = np.asarray(rate, dtype=float)
     code = reasons(lane=lane, gone=gone, selected=selected, signal=signal, rate=rate,
                    fast_rate=fast_rate, cap_binds=cap_binds, policy=policy, f_min=f_min,
-                   f_max=f_max)
+                   f_max=f_max, rate_ceiling=rate_ceiling)
     priced = (np.asarray(lane, dtype=object) != "discovery") & ~np.asarray(gone, bool)
     mv = np.full(rate.size, np.nan)
     if getattr(policy, "name", None) == "optimal" and priced.any():
-        mv[priced] = marginal_value(lambda_hat[priced], importance[priced], rate[priced],
+        weight = np.asarray(importance, dtype=float)
+        if timing_gain is not None and policy.objective == "freshness":
+            weight = weight * np.asarray(timing_gain, dtype=float)
+        mv[priced] = marginal_value(lambda_hat[priced], weight[priced], rate[priced],
                                     policy.objective)
+        if rate_ceiling is not None:
+            at_ceiling = rate >= np.asarray(rate_ceiling, dtype=float) * (1 - _TOL)
+            mv[priced & at_ceiling] = 0.0
     return pd.DataFrame({
         "host": host, "url": url, "lane": lane, "reason": code, "planned_rate": rate,
         "visits": np.asarray(visits, dtype=np.int64), "audit": np.asarray(audit, bool),
