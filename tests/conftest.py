@@ -49,8 +49,13 @@ def spark():
     from jobs.config import load_config
     from jobs.spark_session import get_spark
 
+    # One session serves the whole e2e tier (~100 tests): its driver ran out of heap to
+    # broadcast a tiny table in the tier's last module at Spark's default 1g (CI of e701b23),
+    # so a larger heap and a short history of retained SQL executions.
     session = get_spark(load_config(None, ["spark.master=local[2]",
-                                           "spark.settings.spark.sql.shuffle.partitions=4"]),
+                                           "spark.settings.spark.sql.shuffle.partitions=4",
+                                           "spark.settings.spark.driver.memory=2g",
+                                           "spark.settings.spark.sql.ui.retainedExecutions=50"]),
                         "tests")
     yield session
     session.stop()
