@@ -100,13 +100,7 @@ def shard_day_changes(p: WebParams, pages: Pages, ids: np.ndarray, day: int,
     out_ids.append(ids[sel][rep])
     out_t.append(a[sel][rep] + rng.random(len(rep)) * (b[sel] - a[sel])[rep])
 
-    sel = kind == DAILY
-    publish = rng.random(sel.sum()) < lam[sel]
-    jitter = rng.normal(0.0, 5.0 / 1440.0, sel.sum())
-    t = day + np.clip(pages.hour[ids[sel]] + jitter, 0.0, 1.0 - 1e-6)
-    keep = publish & live[sel] & (t >= a[sel]) & (t < b[sel])
-    out_ids.append(ids[sel][keep])
-    out_t.append(t[keep])
+    _publish_at_hour(kind == DAILY, pages, ids, lam, live, a, b, day, rng, out_ids, out_t)
 
     sel_idx = np.flatnonzero(kind == BURSTY)
     if len(sel_idx):
@@ -116,13 +110,19 @@ def shard_day_changes(p: WebParams, pages: Pages, ids: np.ndarray, day: int,
 
     # Weekly pages last: no draw at all without them, so the draws above stay as they were.
     sel = (kind == WEEKLY) & (pages.weekday[ids] == (p.start_date.weekday() + day) % 7)
+    _publish_at_hour(sel, pages, ids, lam, live, a, b, day, rng, out_ids, out_t)
+    return np.concatenate(out_ids).astype(np.int64), np.concatenate(out_t)
+
+
+def _publish_at_hour(sel, pages: Pages, ids, lam, live, a, b, day, rng, out_ids, out_t):
+    """Pages ``sel`` publish today with probability ``lam`` at their hour ± 5 min (daily
+    pages every day, weekly pages on their weekday); appends to ``out_ids``/``out_t``."""
     publish = rng.random(sel.sum()) < lam[sel]
     jitter = rng.normal(0.0, 5.0 / 1440.0, sel.sum())
     t = day + np.clip(pages.hour[ids[sel]] + jitter, 0.0, 1.0 - 1e-6)
     keep = publish & live[sel] & (t >= a[sel]) & (t < b[sel])
     out_ids.append(ids[sel][keep])
     out_t.append(t[keep])
-    return np.concatenate(out_ids).astype(np.int64), np.concatenate(out_t)
 
 
 def _bursty(p: WebParams, pages: Pages, ids, a, b, day, rng):
