@@ -306,6 +306,16 @@ class TimingConfig:
     max_arc_s: float = _doc("A changed interval no longer than this (seconds) counts as "
                             "evidence of the change's time of day (its midpoint, weighted by "
                             "sinc(length / day)).", default=21600.0)
+    host_min_dated_changes: float = _doc("Decayed dated changes a URL needs to be timed on the day "
+                                         "at its host's phase (pooled from the host's URLs timed "
+                                         "on their own evidence); >= min_dated_changes: no "
+                                         "shrinkage to the host.", default=2.0)
+    host_min_log_odds: float = _doc("Log likelihood ratio (von Mises at the host's phase against "
+                                    "uniform times) a URL's few dated changes need to be timed "
+                                    "through its host: log 100.", default=4.6)
+    host_min_spread_s: float = _doc("Floor (seconds) on the host's circular sd in that ratio: a "
+                                    "host's pages keep their own hours around the host's.",
+                                    default=1800.0)
 
 
 @dataclass(frozen=True)
@@ -520,10 +530,13 @@ def _validate_update_sections(c: Config) -> None:
     tm = c.timing
     if not (0 <= tm.min_dated_changes < float("inf") and 0 < tm.min_concentration <= 1
             and 0 <= tm.visit_lag_s < 86400 and 0 <= tm.max_arc_s <= 86400
-            and 0 < tm.max_changes_per_period < float("inf")):
+            and 0 < tm.max_changes_per_period < float("inf")
+            and 0 <= tm.host_min_dated_changes < float("inf")
+            and 0 <= tm.host_min_log_odds < float("inf") and 0 < tm.host_min_spread_s <= 43200):
         raise ConfigError("need timing.min_dated_changes finite >= 0, 0 < min_concentration <= 1, "
-                          "0 <= visit_lag_s < 86400, 0 <= max_arc_s <= 86400 and "
-                          "0 < max_changes_per_period < inf")
+                          "0 <= visit_lag_s < 86400, 0 <= max_arc_s <= 86400, "
+                          "0 < max_changes_per_period < inf, host_min_dated_changes and "
+                          "host_min_log_odds finite >= 0 and 0 < host_min_spread_s <= 43200")
     for key, value in (("estimation.level", e.level), ("audit.level", a.level)):
         if not 0 < value < 1:
             raise ConfigError(f"{key} must be in (0, 1)")

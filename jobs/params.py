@@ -45,7 +45,10 @@ def timing_params(cfg: Config) -> timing.TimingParams:
     return timing.TimingParams(enabled=t.enabled, min_dated_changes=t.min_dated_changes,
                                min_concentration=t.min_concentration, visit_lag_s=t.visit_lag_s,
                                max_arc_s=t.max_arc_s,
-                               max_changes_per_period=t.max_changes_per_period)
+                               max_changes_per_period=t.max_changes_per_period,
+                               host_min_dated_changes=t.host_min_dated_changes,
+                               host_min_log_odds=t.host_min_log_odds,
+                               host_min_spread_s=t.host_min_spread_s)
 
 
 def update_params(cfg: Config) -> state_update.UpdateParams:

@@ -257,3 +257,132 @@ def test_plan_rows_explain_a_timed_page():
     assert rows.marginal_value[0] == 0.0
     assert rows.marginal_value[1] == pytest.approx(gain[1] * marginal_value(1.5, 1.0, 0.5))
     assert rows.marginal_value[2] == pytest.approx(marginal_value(1.5, 1.0, 0.5))
+
+
+# --- Shrinkage to the host's phase ------------------------------------------------------
+
+def _pool(*pages):
+    """Sums of several pages (one row each) from lists of change instants."""
+    s = timing.empty(len(pages))
+    for i, t in enumerate(pages):
+        timing.add_changes(s, np.full(len(t), i, np.int64), np.asarray(t, float), 1.0)
+    return s
+
+
+def _at(hour, days, jitter_s=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    return MON + np.asarray(days, float) * DAY_S + hour * 3600 + rng.normal(0, jitter_s, len(days)) \
+        if jitter_s else MON + np.asarray(days, float) * DAY_S + hour * 3600
+
+
+def test_a_page_with_two_changes_at_its_hosts_hour_is_timed_through_the_host():
+    anchors = [_at(7.5, range(6), 300, 1), _at(7.7, range(6), 300, 2)]  # timed on their own
+    newcomer = _at(7.4, [2, 5])                                        # 07:24 twice
+    off_hour = np.array([MON + 2 * DAY_S + 7.5 * 3600, MON + 5 * DAY_S + 19.5 * 3600])
+    single = _at(7.5, [3])
+    s = _pool(*anchors, newcomer, off_hour, single)
+    codes, lam = np.zeros(5, np.int64), np.full(5, 0.7)
+    own = timing.rhythm(s, TP, lam)
+    assert own.timed.tolist() == [True, True, False, False, False]
+    r = timing.shrunk_rhythm(s, TP, lam, codes, 1)
+    assert r.timed.tolist() == [True, True, True, False, False]
+    assert r.period_s[2] == DAY_S and r.phase_s[2] == pytest.approx(7.4 * 3600, abs=1)
+    # its spread is the host pool's: the anchors' own jitter and their 12 minutes apart
+    assert 300 < r.spread_s[2] < 1800
+    # the anchors keep their own rhythm
+    for i in (0, 1):
+        assert (r.phase_s[i], r.spread_s[i]) == (own.phase_s[i], own.spread_s[i])
+    # the same newcomer on a host without anchors, or with shrinkage switched off: not timed
+    alone = timing.shrunk_rhythm(s, TP, lam, np.array([0, 0, 1, 1, 1]), 2)
+    assert not alone.timed[2]
+    from dataclasses import replace
+    off = replace(TP, host_min_dated_changes=TP.min_dated_changes)
+    assert timing.shrunk_rhythm(s, off, lam, codes, 1).timed.tolist() == own.timed.tolist()
+
+
+def test_the_host_phase_test_is_the_von_mises_likelihood_ratio():
+    """Two changes 50 and 25 minutes from the host's phase (floor sd 30 min, kappa = 58.4):
+    log ratio = kappa (cos 50' + cos 25') - 2 log I0(kappa) = 4.17 < 4.6 (log 100): not
+    timed; 25 and 25 minutes: 5.21: timed; both exactly at the phase: 5.90, the most two
+    changes can give (one change: at most 2.95, never timed)."""
+    anchors = [_at(12.0, range(6)), _at(12.0, range(7, 13))]
+    kappa = 1 / (2 * np.pi * 1800 / DAY_S) ** 2
+    for minutes, expect in (((50, -25), False), ((25, -25), True)):
+        page = [MON + 20 * DAY_S + 12 * 3600 + m * 60 for m in minutes]
+        page[1] += DAY_S
+        s = _pool(*anchors, page)
+        ratio = kappa * sum(np.cos(2 * np.pi * m * 60 / DAY_S) for m in minutes) \
+            - 2 * np.log(np.i0(kappa))
+        assert ratio == pytest.approx(4.17 if not expect else 5.21, abs=0.01)
+        got = timing.shrunk_rhythm(s, TP, np.full(3, 0.5), np.zeros(3, np.int64), 1)
+        assert got.timed[2] is np.bool_(expect)
+
+
+def test_poisson_pages_on_a_timed_host_are_rarely_timed_through_it():
+    rng = np.random.default_rng(11)
+    anchors = [_at(9.0, range(8), 600, k) for k in range(3)]
+    pages = [MON + np.sort(rng.uniform(0, 20 * DAY_S, rng.integers(2, 5))) for _ in range(3000)]
+    s = _pool(*anchors, *pages)
+    r = timing.shrunk_rhythm(s, TP, np.full(len(pages) + 3, 0.3),
+                             np.zeros(len(pages) + 3, np.int64), 1)
+    assert r.timed[:3].all()
+    # two uniform changes both within ~34 min of 09:00: (68 / 1440)^2 = 0.2 %
+    assert r.timed[3:].mean() < 0.01
+
+
+def test_hosts_whose_anchors_disagree_or_fast_pages_get_no_shrinkage():
+    anchors = [_at(7.0, range(6)), _at(19.0, range(6))]  # a pool with no phase
+    s = _pool(*anchors, _at(7.0, [2, 9]))
+    r = timing.shrunk_rhythm(s, TP, np.full(3, 0.5), np.zeros(3, np.int64), 1)
+    assert r.timed.tolist() == [True, True, False]
+    s = _pool(_at(7.0, range(6)), _at(7.0, [2, 9]))
+    fast = timing.shrunk_rhythm(s, TP, np.array([0.5, 12.0]), np.zeros(2, np.int64), 1)
+    assert fast.timed.tolist() == [True, False]  # lambda_hat x day above the fetch-locking gate
+
+
+def test_the_fold_reads_last_modified_as_a_change_bit_for_every_page_the_plan_may_time():
+    rng = np.random.default_rng(3)
+    n = 4000
+    codes = rng.integers(0, 30, n)
+    hour = rng.uniform(0, 24, 30)[codes]
+    s = timing.empty(n)
+    k = rng.integers(0, 9, n)
+    rows = np.repeat(np.arange(n), k)
+    daily = rng.random(n) < 0.5
+    when = np.where(daily[rows], MON + rng.integers(0, 20, rows.size) * DAY_S + hour[rows] * 3600
+                    + rng.normal(0, 900, rows.size), MON + rng.uniform(0, 20 * DAY_S, rows.size))
+    timing.add_changes(s, rows, when, rng.uniform(0.3, 1.0, rows.size))
+    lam = rng.uniform(0.05, 10, n)
+    planned = timing.shrunk_rhythm(s, TP, lam, codes, 30).timed
+    assert planned.sum() > timing.rhythm(s, TP, lam).timed.sum() > 0
+    assert not (planned & ~timing.last_modified_is_change_bit(s, TP, lam)).any()
+
+
+def test_hostile_stored_sums_read_as_no_evidence_through_the_plan():
+    from jobs.core import plan_work
+
+    good = _pool(_at(7.0, range(6)), _at(7.1, range(6)), _at(7.0, [3, 8]))
+    frame = pd.DataFrame({c: v for c, v in good.items()})
+    bad = pd.DataFrame({"tod_n": [np.inf, -5.0, np.nan], "tod_cos": [1e308, -1e308, np.nan],
+                        "tod_sin": [np.nan, np.inf, 0.0], "tow_cos": [0.0, np.nan, -np.inf],
+                        "tow_sin": [None, 0.0, 0.0]}, dtype=object)
+    pages = pd.concat([frame, bad], ignore_index=True)
+    pages["host"] = "h"
+    ctx = _ctx()
+    groups = plan_work.HostGroups.of(pages["host"].to_numpy(object))
+    r = plan_work.page_rhythm(pages, ctx, np.full(6, 0.5), groups)
+    assert r.timed.tolist() == [True, True, True, False, False, False]
+    assert np.isfinite(r.phase_s[:3]).all()
+    # the hostile rows change nothing for the others
+    clean = plan_work.page_rhythm(pages.iloc[:3], ctx, np.full(3, 0.5),
+                                  plan_work.HostGroups.of(np.array(["h"] * 3, object)))
+    assert np.array_equal(clean.phase_s, r.phase_s[:3])
+
+
+def _ctx():
+    from jobs.core import plan_work
+    return plan_work.PlanContext(
+        window_start=MON, window_end=MON + DAY_S, f_min=0.01, f_max=24.0, initial_s=DAY_S,
+        gone_rate=0.1, default_importance=1.0, fast_min_lambda=1e9, fast_min_importance=1e9,
+        fast_patterns="", fast_rate=0.0, fast_enabled=False, audit_rate=0.0,
+        audit_cadence_days=1, policy=None, fast_floor=False, timing=TP)

@@ -96,8 +96,7 @@ def _stats(state: pd.DataFrame, run_date: str, half_life_days: float):
     written = pd.to_datetime(state["updated_dt"])
     elapsed = np.clip(((pd.Timestamp(run_date) - written) / pd.Timedelta(1, "D"))
                       .fillna(0.0).to_numpy(float), 0, None)
-    sums = {c: np.nan_to_num(pd.to_numeric(state[c]).to_numpy(dtype=float)) if c in state
-            else np.zeros(len(state)) for c in timing.TIMING_COLUMNS}
+    sums = timing.stored(state)
     factor = np.exp2(-elapsed / half_life_days) if np.isfinite(half_life_days) else 1.0
     return (es.decay_stats(stats.reset_index(drop=True), elapsed, half_life_days),
             timing.decayed(sums, factor))
@@ -135,8 +134,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     n = len(state)
     pos = pd.Series(np.arange(n), index=state["url"].to_numpy())
     stats, tod = _stats(state, run_date, params.half_life_days)
-    was_timed = timing.rhythm(tod, params.timing,
-                              pd.to_numeric(state["lambda_hat"]).to_numpy(dtype=float)).timed
+    was_timed = timing.last_modified_is_change_bit(
+        tod, params.timing, pd.to_numeric(state["lambda_hat"]).to_numpy(dtype=float))
 
     last_fetch = _to_seconds(state["last_fetch_at"])
     last_success = _to_seconds(state["last_success_at"])
