@@ -108,6 +108,19 @@ def interval_bin(interval_days) -> np.ndarray:
     return np.clip(k, 0, N_BINS - 1).astype(np.int64)
 
 
+def decay_factor(elapsed_days, half_life_days: float) -> np.ndarray:
+    """:math:`2^{-\Delta/h}` per row (1 for ``h`` = inf): the one forgetting rule of every
+    decayed sum in state (the λ statistics here, the time-of-day sums of
+    :mod:`jobs.core.timing`)."""
+    h = float(half_life_days)
+    if not h > 0:
+        raise ValueError(f"half_life_days must be > 0 (inf disables decay), got {half_life_days!r}")
+    elapsed = np.asarray(elapsed_days, dtype=float)
+    if not np.all(np.isfinite(elapsed)) or np.any(elapsed < 0):
+        raise ValueError("elapsed_days must be finite and >= 0")
+    return np.exp2(-elapsed / h) if np.isfinite(h) else np.ones_like(elapsed)
+
+
 def decay_stats(stats: pd.DataFrame, elapsed_days, half_life_days: float) -> pd.DataFrame:
     """Forget old evidence: multiply every statistic by :math:`2^{-\\Delta/h}`.
 
@@ -133,15 +146,10 @@ def decay_stats(stats: pd.DataFrame, elapsed_days, half_life_days: float) -> pd.
     rate shifts is followed within a few half-lives.
     """
     check_stats(stats)
-    h = float(half_life_days)
-    if not h > 0:
-        raise ValueError(f"half_life_days must be > 0 (inf disables decay), got {half_life_days!r}")
     elapsed = np.asarray(elapsed_days, dtype=float)
     if elapsed.ndim > 1 or (elapsed.ndim == 1 and len(elapsed) != len(stats)):
         raise ValueError("elapsed_days must be a scalar or have one value per stats row")
-    if not np.all(np.isfinite(elapsed)) or np.any(elapsed < 0):
-        raise ValueError("elapsed_days must be finite and >= 0")
-    factor = np.exp2(-elapsed / h) if np.isfinite(h) else np.ones_like(elapsed)
+    factor = decay_factor(elapsed, half_life_days)
     out = stats.copy()
     cols = list(STATS_COLUMNS)
     out[cols] = stats[cols].to_numpy(dtype=float) * np.reshape(factor, (-1, 1))

@@ -97,9 +97,8 @@ def _stats(state: pd.DataFrame, run_date: str, half_life_days: float):
     elapsed = np.clip(((pd.Timestamp(run_date) - written) / pd.Timedelta(1, "D"))
                       .fillna(0.0).to_numpy(float), 0, None)
     sums = timing.stored(state)
-    factor = np.exp2(-elapsed / half_life_days) if np.isfinite(half_life_days) else 1.0
     return (es.decay_stats(stats.reset_index(drop=True), elapsed, half_life_days),
-            timing.decayed(sums, factor))
+            timing.decayed(sums, es.decay_factor(elapsed, half_life_days)))
 
 
 def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import host_health
+from jobs.core.estimators_stats import decay_factor
 from jobs.core.observations import EVIDENCE_COLUMNS
 from jobs.core.times import epoch_seconds, from_epoch_seconds
 
@@ -152,7 +153,7 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
     out = pd.DataFrame(index=hosts)
     for cols, h in ((VALIDATOR_EVIDENCE, params.half_life_days),
                     (SIGNAL_EVIDENCE, params.signal_half_life_days)):
-        factor = np.exp2(-elapsed / h) if np.isfinite(h) else np.ones(len(hosts))
+        factor = decay_factor(elapsed, h)
         for c in cols:
             old = pd.to_numeric(p[c]).fillna(0.0).to_numpy(float)
             new = pd.to_numeric(t[c]).fillna(0.0).to_numpy(float) if c in t else 0.0
