@@ -352,3 +352,56 @@ def test_unused_budget_pulls_visits_forward_as_refresh_rows(spark, lanes_root):
         gaps = np.diff(np.sort(epoch_seconds(rows.not_before)))
         assert len(gaps) == 0 or gaps.min() >= rows.crawl_delay_s.iloc[0] - 1e-6
     assert m.carried_over == m.due_total - (m.planned_total - m.planned_backfill)
+
+
+def test_a_page_timed_through_its_host_is_visited_just_after_the_hosts_hour(spark, tmp_path):
+    """Issue 14 §1 through allocate and build_schedule: two pages of t.example changed at
+    07:30 on six days (timed on their own), a third twice at 07:24 (timed only through the
+    host's phase), a fourth never dated. The third's visit lands after 07:24 + lag, within
+    the host pool's spread; with shrinkage off it follows its even spacing instead."""
+    from jobs.core import timing
+
+    root = str(tmp_path)
+    day0 = pd.Timestamp("2026-10-27T00:00", tz="UTC").timestamp()
+    changes = {0: [7.5 * 3600 + k * 86400 for k in range(6)],
+               1: [7.5 * 3600 + 120 + k * 86400 for k in range(6)],
+               2: [7.4 * 3600 + k * 86400 for k in (2, 5)], 3: []}
+    sums = timing.empty(4)
+    for i, t in changes.items():
+        timing.add_changes(sums, np.full(len(t), i), day0 + np.asarray(t, float), 1.0)
+    t = pd.Timestamp("2026-11-02T12:00", tz="UTC")
+    rows = [{"url": f"https://t.example/p{i}", "host": "t.example", "first_seen": t,
+             "last_fetch_at": t, "last_success_at": t, "etag": None, "last_modified": None,
+             "interval_s": 86400.0, "lambda_hat": 0.7, "lambda_lo": 0.1, "lambda_hi": 3.0,
+             "n_fetches": 8, "n_observations": 7, "n_changes": 5, "exposure_days": 7.0,
+             "n_errors": 0, "consecutive_gone": 0, "gone": False, "importance": 1.0,
+             "lane": "refresh", "updated_dt": pd.Timestamp("2026-11-02").date(),
+             **{c: float(sums[c][i]) for c in timing.TIMING_COLUMNS}} for i in range(4)]
+    tiny_web.write_committed(root, "state", rows, "2026-11-02")
+    tiny_web.write(root, "host_policy", [{"host": "t.example", "crawl_delay_s": 60.0,
+                                          "max_fetches_per_day": None}])
+    tiny_web.write(root, "frontier", [], dt="2026-11-02")
+    tiny_web.write_committed(root, "hosts", [{"host": "t.example", "cap_factor": 1.0,
+                                              "trust_etag": True, "trust_lm": True,
+                                              "audit_wanted": False}], "2026-11-02")
+    write_stage_record(make_config(root), "2026-11-02", "update_state",
+                       {"urls_known": 4, "urls_gone": 0, "log_rows": 0})
+    w0 = pd.Timestamp("2026-11-03T00:00", tz="UTC").timestamp()
+
+    def visits(*sets):
+        cfg = make_config(root, "policy.name=optimal", "budget.daily_fetches=40",
+                          "budget.fast_share=0", "audit.sample_rate=0", *sets)
+        allocate.run(cfg, "2026-11-02", spark)
+        build_schedule.run(cfg, "2026-11-02", spark)
+        s = _schedule(root)
+        return {u: np.sort(epoch_seconds(g.not_before)) - w0 for u, g in s.groupby("url")}
+
+    on = visits()
+    hour = 3600.0
+    for i, phase in ((0, 7.5 * hour), (1, 7.5 * hour + 120), (2, 7.4 * hour)):
+        got = on[f"https://t.example/p{i}"]
+        assert len(got) == 1 and phase + 600 <= got[0] <= phase + 2.5 * hour  # one a day
+    off = visits("timing.host_min_dated_changes=5")
+    assert not 7.4 * hour <= off["https://t.example/p2"][0] <= 7.4 * hour + 2.5 * hour
+    assert len(off["https://t.example/p0"]) == 1 and off["https://t.example/p0"][0] == \
+        pytest.approx(on["https://t.example/p0"][0], abs=120)

@@ -109,7 +109,7 @@ def interval_bin(interval_days) -> np.ndarray:
 
 
 def decay_factor(elapsed_days, half_life_days: float) -> np.ndarray:
-    """:math:`2^{-\Delta/h}` per row (1 for ``h`` = inf): the one forgetting rule of every
+    r""":math:`2^{-\Delta/h}` per row (1 for ``h`` = inf): the one forgetting rule of every
     decayed sum in state (the λ statistics here, the time-of-day sums of
     :mod:`jobs.core.timing`)."""
     h = float(half_life_days)
