@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from jobs import allocate, build_schedule, dag_tasks, rebuild_state, update_state, validate_logs
 from jobs.backtest import audit
+from jobs.backtest.report import page_kinds
 from jobs.config import Config, load_config, toml_text
 from jobs.core.plan import host_cap
 from jobs.sim import Simulation, WebParams, run_history
@@ -165,7 +166,8 @@ def write_inputs(sim: Simulation, root: Path, day: int) -> None:
     """Refresh the slowly changing inputs as a production feed would before day ``day``'s run.
 
     ``importance`` covers every page discovered so far (a link-graph feed knows them);
-    ``_truth/lambda`` is the oracle's table of true long-run change rates.
+    ``_truth/lambda`` is the oracle's table of true long-run change rates, ``_truth/pages``
+    each page's kind (``jobs.studies.study_timing``).
     """
     pg = sim.web.pages
     known = np.flatnonzero(pg.discovered < day + 1)
@@ -176,6 +178,11 @@ def write_inputs(sim: Simulation, root: Path, day: int) -> None:
                           "lambda": pa.array(pg.lam_eff[known], pa.float64())}),
                 root / "_truth" / "lambda" / "part-0.parquet",
                 pa.schema([("url", pa.string()), ("lambda", pa.float64())]))
+    kinds = page_kinds(pd.DataFrame({"kind": pg.kind[known], "front": pg.section[known] < 0}))
+    write_table(pa.table({"url": pa.array(pg.url[known], pa.string()),
+                          "kind": pa.array(kinds.astype(str), pa.string())}),
+                root / "_truth" / "pages" / "part-0.parquet",
+                pa.schema([("url", pa.string()), ("kind", pa.string())]))
 
 
 def _write_day(sim: Simulation, root: Path, day: int, log: pa.Table) -> None:

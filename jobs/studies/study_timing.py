@@ -1,0 +1,87 @@
+"""Which pages does the time-of-day rhythm time, and through what? (issue 14 §1)
+
+Usage::
+
+    python -m jobs.studies.study_timing --workdir /tmp/bt_S0_w --seeds 0
+
+For each seed of a backtest work directory, the last committed state of the policy's run
+(default ``optimal``) is read with the run's own ``[timing]`` config, and every URL's rhythm
+is recomputed with the planner's functions: timed on its own evidence
+(:func:`jobs.core.timing.rhythm`), timed through its host's phase
+(:func:`jobs.core.timing.shrunk_rhythm`, hosts as the allocation passes group them), or not
+timed. Joined to the simulator's page kinds (``_truth/pages``), it prints per kind the
+pages, their share of the importance weight and the share timed each way: a Poisson page
+timed is a false positive (its visits move to one time of day; its freshness is unchanged,
+but its rate is capped at one a day).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+import pandas as pd
+
+from jobs import partitions
+from jobs.config import load_config
+from jobs.core import timing
+from jobs.core.host_groups import HostGroups
+from jobs.params import timing_params
+from jobs.paths import partition
+
+
+def last_state(root: str) -> tuple[str, pd.DataFrame]:
+    """The newest committed state partition under ``root`` (date, rows)."""
+    dates = sorted(d.split("=", 1)[1] for d in os.listdir(os.path.join(root, "state"))
+                   if d.startswith("dt="))
+    for dt in reversed(dates):
+        part = partition(root, "state", dt)
+        if partitions.is_committed(part):
+            files = partitions.committed_files(part, "state")
+            return dt, pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    raise FileNotFoundError(f"no committed state under {root}/state")
+
+
+def timed_by_kind(state: pd.DataFrame, kinds: pd.DataFrame,
+                  params: timing.TimingParams) -> pd.DataFrame:
+    """Per page kind: pages, importance share, shares timed on own evidence / via the host."""
+    lam = pd.to_numeric(state["lambda_hat"]).to_numpy(dtype=float)
+    sums = timing.stored(state)
+    groups = HostGroups.of(state["host"].to_numpy(dtype=object))
+    own = timing.rhythm(sums, params, lam).timed
+    shrunk = timing.shrunk_rhythm(sums, params, lam, groups.codes, groups.n).timed
+    frame = pd.DataFrame({"url": state["url"], "own": own, "host": shrunk & ~own,
+                          "w": pd.to_numeric(state["importance"]).fillna(0.0).to_numpy(float)})
+    frame = frame.merge(kinds, on="url", how="left").fillna({"kind": "unknown"})
+    out = frame.groupby("kind").agg(pages=("url", "size"), weight=("w", "sum"),
+                                    timed_own=("own", "mean"), timed_host=("host", "mean"))
+    out["weight"] = out["weight"] / out["weight"].sum()
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--policy", default="optimal")
+    args = ap.parse_args(argv)
+    tables = []
+    for seed in args.seeds:
+        run = os.path.join(args.workdir, f"seed{seed}", args.policy)
+        params = timing_params(load_config(os.path.join(run, "recrawl.toml")))
+        dt, state = last_state(os.path.join(run, "data"))
+        kinds = pd.read_parquet(os.path.join(run, "data", "_truth", "pages"))
+        table = timed_by_kind(state, kinds, params)
+        print(f"seed {seed}, state dt={dt}, {len(state)} URLs:")
+        print(table.round(3).to_string())
+        tables.append(table.assign(seed=seed))
+    if len(tables) > 1:
+        both = pd.concat(tables).reset_index()
+        print("mean over seeds:")
+        print(both.groupby("kind")[["pages", "weight", "timed_own", "timed_host"]].mean()
+              .round(3).to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
