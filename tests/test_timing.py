@@ -386,3 +386,15 @@ def _ctx():
         gone_rate=0.1, default_importance=1.0, fast_min_lambda=1e9, fast_min_importance=1e9,
         fast_patterns="", fast_rate=0.0, fast_enabled=False, audit_rate=0.0,
         audit_cadence_days=1, policy=None, fast_floor=False, timing=TP)
+
+
+def test_only_day_evidence_below_five_changes_turns_last_modified_into_a_change_bit():
+    """Shrinkage times pages on the day only, so two changes ten hours apart (close on the
+    week circle, R = 0.99, far apart in the day) keep their modification ages for λ; two
+    changes three days apart at 08:00 and 08:10 do not."""
+    s = _pool([MON + 2 * 3600, MON + 12 * 3600], [MON + 8 * 3600, MON + 3 * DAY_S + 8 * 3600 + 600],
+              [MON + 2 * 3600])
+    got = timing.last_modified_is_change_bit(s, TP, np.full(3, 0.3))
+    assert got.tolist() == [False, True, False]
+    from dataclasses import replace
+    assert not timing.last_modified_is_change_bit(s, replace(TP, enabled=False), 0.3).any()

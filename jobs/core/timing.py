@@ -205,19 +205,24 @@ def rhythm(sums: dict, params: TimingParams, lam) -> Rhythm:
 
 def last_modified_is_change_bit(sums: dict, params: TimingParams, lam) -> np.ndarray:
     """Rows whose trusted Last-Modified the fold reads as a plain change bit: every URL the
-    planner may time (:func:`shrunk_rhythm` times a URL only if it passes :func:`rhythm` at
-    ``min(min_dated_changes, host_min_dated_changes)`` dated changes). A superset, because
-    the fold has no host pool: a few Poisson pages whose few dated changes happen to sit
-    close together lose their modification ages for λ until more evidence arrives."""
-    low = min(params.min_dated_changes, params.host_min_dated_changes)
-    return rhythm(sums, replace(params, min_dated_changes=low), lam).timed
+    planner may time, on its own evidence (:func:`rhythm`) or through its host (a day
+    candidate of :func:`shrunk_rhythm`). A superset, because the fold has no host pool: a
+    few Poisson pages whose few dated changes happen to sit close together in the day lose
+    their modification ages for λ until more evidence arrives."""
+    return rhythm(sums, params, lam).timed | _day_candidates(sums, params, lam)[0]
 
 
-def _day_circle(sums: dict):
+def _day_candidates(sums: dict, params: TimingParams, lam):
+    """Rows with enough concentrated day evidence to be timed through a host; the day
+    circle's (n, cos, sin); and which rows pass the day's gates (R̄, fetch-locking)."""
     n = np.asarray(sums["tod_n"], dtype=float)
     cos, sin = np.asarray(sums["tod_cos"], dtype=float), np.asarray(sums["tod_sin"], dtype=float)
     r = np.clip(np.hypot(cos, sin) / np.where(n > 0, n, 1.0), 0.0, 1.0)
-    return n, cos, sin, r
+    lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
+    day_gate = (r >= params.min_concentration) & (lam <= params.max_changes_per_period)
+    shrinking = params.enabled and params.host_min_dated_changes < params.min_dated_changes
+    cand = day_gate & (n >= params.host_min_dated_changes) & shrinking
+    return cand, (n, cos, sin), day_gate
 
 
 def _log_i0(k):
@@ -244,16 +249,12 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int) ->
     spread.
     """
     own = rhythm(sums, params, lam)
-    if not params.enabled or len(own.period_s) == 0 or (
-            params.host_min_dated_changes >= params.min_dated_changes):
+    cand, (n, cos, sin), day_gate = _day_candidates(sums, params, lam)
+    cand &= ~own.timed
+    anchor = day_gate & (n >= params.min_dated_changes)
+    if not cand.any() or not anchor.any():
         return own
     codes = np.asarray(codes, dtype=np.int64)
-    lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(codes)))
-    n, cos, sin, r = _day_circle(sums)
-    day_gate = (r >= params.min_concentration) & (lam <= params.max_changes_per_period)
-    anchor = day_gate & (n >= params.min_dated_changes)
-    if not anchor.any():
-        return own
     pool_n = np.bincount(codes, weights=np.where(anchor, n, 0.0), minlength=n_hosts)
     pool_c = np.bincount(codes, weights=np.where(anchor, cos, 0.0), minlength=n_hosts)
     pool_s = np.bincount(codes, weights=np.where(anchor, sin, 0.0), minlength=n_hosts)
@@ -263,8 +264,7 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int) ->
     sd_h = _sd_rad(pool_r)
     floor = 2 * np.pi * params.host_min_spread_s / DAY_S
     kappa = 1.0 / np.maximum(sd_h, floor) ** 2
-    cand = (~own.timed & day_gate & (n >= params.host_min_dated_changes)
-            & has_phase[codes])
+    cand &= has_phase[codes]
     if not cand.any():
         return own
     k = kappa[codes[cand]]
