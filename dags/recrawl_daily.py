@@ -4,6 +4,8 @@ Wiring only. Each task is an idempotent transaction over the logical date's part
 the Spark stages go through SparkSubmitOperator, whose connection decides local[2] or a
 cluster: on a cluster the jobs come only from the artefact ``airflow.py_files`` and only the
 operator's ``spark.cluster_settings`` are sent (``submit_options``). The config file comes from $RECRAWL_CONFIG (defaults from jobs/config.py).
+``airflow.spark_session = run`` replaces the three Spark tasks by one, ``plan_day``, that runs
+them in one Spark session.
 
 Operations: every task has an ``execution_timeout`` (``[airflow] *_timeout_s``); a failed
 run calls the notifier (``jobs.notify``: the ``recrawl_alerts`` webhook connection if
@@ -29,7 +31,8 @@ if REPO not in sys.path:
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: E402
 from airflow.providers.standard.operators.python import PythonOperator  # noqa: E402
 from airflow.providers.standard.sensors.python import PythonSensor  # noqa: E402
-from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineReference  # noqa: E402
+from airflow.sdk import (DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineReference,  # noqa: E402
+                         chain)
 
 from jobs import dag_tasks, notify  # noqa: E402
 from jobs.config import embedded_master, load_config  # noqa: E402
@@ -58,6 +61,9 @@ DOCS = {
     "build_schedule": "Spark: per-host slots >= crawl delay apart, one file per shard in the "
                       "staging `schedules/dt=D+1`, `metrics/dt=D` (`jobs.build_schedule`). "
                       "By hand: `recrawl build-schedule --date D`.",
+    "plan_day": "Spark, one session (`airflow.spark_session = run`): update_state, allocate and "
+                "build_schedule for the day in that order, each committed before the next "
+                "(`jobs.plan_day`). By hand: `recrawl plan-day --date D`.",
     "publish": "Uploads the staged shards to `publish.target`, `_manifest.json` last, under the "
                "day's lock (`jobs.publish`); updates the Asset `recrawl_schedules` with the day and "
                "manifest in the event's extra. By hand: `recrawl publish --date D`.",
@@ -171,5 +177,8 @@ with RecrawlDAG(
     verify = PythonOperator(task_id="verify", python_callable=dag_tasks.verify,
                             op_kwargs=date_args, execution_timeout=timeout("verify"),
                             doc_md=DOCS["verify"])
-    (wait_for_logs >> validate >> spark_stage("update_state") >> spark_stage("allocate")
-     >> spark_stage("build_schedule") >> publish >> verify)
+    if cfg.airflow.spark_session == "run":
+        spark_stages = [spark_stage("plan_day")]
+    else:
+        spark_stages = [spark_stage(s) for s in ("update_state", "allocate", "build_schedule")]
+    chain(wait_for_logs, validate, *spark_stages, publish, verify)

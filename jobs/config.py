@@ -201,6 +201,10 @@ class PublishConfig:
             raise ConfigError("need publish.lock_lease_s > 0, max_workers >= 1, retries >= 1")
 
 
+#: airflow.spark_session: one spark-submit per Spark stage, or one per DAG run (jobs.plan_day).
+SPARK_SESSIONS = ("stage", "run")
+
+
 @dataclass(frozen=True)
 class AirflowConfig:
     spark_conn_id: str = _doc("Airflow connection of the Spark master used by SparkSubmitOperator "
@@ -230,6 +234,14 @@ class AirflowConfig:
                                      default=10800.0)
     build_schedule_timeout_s: float = _doc("execution_timeout of build_schedule (spark-submit).",
                                            default=7200.0)
+    plan_day_timeout_s: float = _doc("execution_timeout of plan_day (spark_session = run: the "
+                                     "three Spark stages in one spark-submit).", default=28800.0)
+    spark_session: str = _doc("stage: one spark-submit task per Spark stage (update_state, "
+                              "allocate, build_schedule; a failed stage retries alone). run: one "
+                              "task, plan_day, runs the three in one Spark session (one JVM "
+                              "start and one import of the jobs a day instead of three; a retry "
+                              "reruns all three, each an idempotent transaction).",
+                              default="stage")
     publish_timeout_s: float = _doc("execution_timeout of publish (must exceed "
                                     "publish.lock_lease_s).", default=3600.0)
     verify_timeout_s: float = _doc("execution_timeout of verify.", default=3600.0)
@@ -509,6 +521,9 @@ def _validate(c: Config) -> None:
         raise ConfigError("spark.rebuild_rows_per_bucket must be >= 1")
     if c.airflow.retries < 0 or not c.airflow.retry_delay_s >= 0:
         raise ConfigError("airflow.retries and airflow.retry_delay_s must be >= 0")
+    if c.airflow.spark_session not in SPARK_SESSIONS:
+        raise ConfigError(f"airflow.spark_session must be one of {SPARK_SESSIONS}, "
+                          f"got {c.airflow.spark_session!r}")
     _validate_update_sections(c)
     _validate_allocation_sections(c)
 

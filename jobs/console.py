@@ -69,6 +69,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "Spark: visit rates, due visits, host caps and the per-lane budget cut"),
     "build-schedule": ("jobs.build_schedule", "main",
                        "Spark: per-host slots into the staging schedules/dt=D+1 and metrics/dt=D"),
+    "plan-day": ("jobs.plan_day", "main",
+                 "Spark: update-state, allocate and build-schedule in one session "
+                 "(airflow.spark_session = run)"),
     "publish": ("jobs.console", "_publish_main",
                 "upload schedules/dt=D+1 to publish.target, manifest last"),
     "verify": ("jobs.console", "_verify_main",

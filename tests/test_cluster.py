@@ -4,7 +4,8 @@
 127.0.0.1 from the venv's pyspark), point the ``recrawl_spark`` connection at
 ``spark://127.0.0.1:PORT``, build the versioned artefact (``python -m jobs.artefact``) and run
 the real DAG for two consecutive dates through ``SparkSubmitOperator``, publishing to moto over
-HTTP; the same two dates run on ``local[2]`` from the checkout in another data root. The
+HTTP, with ``airflow.spark_session = run`` (one spark-submit, ``plan-day``, per date); the same
+two dates run on ``local[2]`` from the checkout in another data root, one spark-submit per stage. The
 published objects (shards, manifest but its ``extra`` = the run's config) and the staged shards
 must be identical byte for byte; every Spark-written table partition identical in its page bytes
 and rows, its footer up to parquet-mr's JVM-dependent encoding-set order (``_parquet_digest``).
@@ -112,6 +113,24 @@ def test_rendered_cluster_command_ships_only_the_artefact(airflow_db, tmp_path, 
     confs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf"]
     assert sorted(confs) == sorted([f"spark.pyspark.python={CLUSTER_PYTHON}",
                                     "spark.sql.adaptive.enabled=true"])
+
+
+def test_one_session_per_run_submits_plan_day_from_the_artefact(airflow_db, tmp_path,
+                                                                monkeypatch, artefact):
+    config = tmp_path / "recrawl.toml"
+    _write_config(config, BASE + [f"airflow.py_files={artefact['zip']}",
+                                  "airflow.spark_session=run", "airflow.plan_day_timeout_s=99"])
+    monkeypatch.setenv("RECRAWL_CONFIG", str(config))
+    monkeypatch.setenv("AIRFLOW_CONN_RECRAWL_SPARK", json.dumps({"conn_type": "spark",
+                                                                 "host": "yarn"}))
+    dag = _dagbag().dags["recrawl_daily"]
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "wait_for_logs", "validate_logs", "plan_day", "publish", "verify"]
+    task = dag.get_task("plan_day")
+    assert task.execution_timeout.total_seconds() == 99 and "plan_day" in task.doc_md
+    cmd = task._get_hook()._build_spark_submit_command(task.application)
+    app = cmd.index(artefact["entry"])
+    assert cmd[app + 1:app + 3] == ["plan-day", "--date"]
 
 
 def test_rendered_cluster_command_without_explicit_keys_sends_no_conf(airflow_db, tmp_path,
@@ -321,17 +340,18 @@ def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
         cluster_cfg = work / "cluster.toml"
         _write_config(cluster_cfg, [*common, f"paths.root={roots['cluster']}",
                                     f"publish.endpoint_url={s3_cluster.endpoint_url}",
-                                    f"airflow.py_files={artefact['zip']}"])
+                                    f"airflow.py_files={artefact['zip']}",
+                                    "airflow.spark_session=run"])
         env = {"SPARK_CONF_DIR": cluster["conf_dir"], "PYTHONPATH": None, "PYSPARK_PYTHON": None,
                "PYSPARK_DRIVER_PYTHON": None}
         conn = {"conn_type": "spark", "host": cluster["master"]}
         timings["cluster_2_dates_s"] = _run_dates(cluster_cfg, conn, env)
-        # A probe submitted exactly like update_state (same operator, hook and command).
+        # A probe submitted exactly like the day's Spark task (same operator, hook and command).
         probe = Path(artefact["zip"]).parent / "probe.py"
         probe.write_text(PROBE)
         with patched_env({"RECRAWL_CONFIG": str(cluster_cfg),
                           "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps(conn), **env}):
-            task = _dagbag().dags["recrawl_daily"].get_task("update_state")
+            task = _dagbag().dags["recrawl_daily"].get_task("plan_day")
             hook = task._get_hook()
             command = hook._build_spark_submit_command(str(probe))
             hook.submit(str(probe))
