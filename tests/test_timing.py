@@ -398,3 +398,29 @@ def test_only_day_evidence_below_five_changes_turns_last_modified_into_a_change_
     assert got.tolist() == [False, True, False]
     from dataclasses import replace
     assert not timing.last_modified_is_change_bit(s, replace(TP, enabled=False), 0.3).any()
+
+
+def test_fast_lane_pages_are_never_timed_nor_lend_their_host_a_phase():
+    """A front page whose Last-Modified dates sit just before our steady 15:00 fetch (a
+    fetch-locked page whose λ̂ rests on its prior after all-changed fetches) is in the fast
+    lane: not timed, and its host gets no phase from it, so an article with two changes
+    near 15:00 is not timed either. A refresh page with six changes at 07:00 (another host)
+    is."""
+    from jobs.core import plan_work
+
+    front = MON + np.arange(6) * DAY_S + 15 * 3600 - 900
+    s = _pool(front, _at(15.1, [2, 4]), _at(7.0, range(6)))
+    pages = pd.DataFrame({"url": ["https://h.example/", "https://h.example/a",
+                                  "https://g.example/b"],
+                          "host": ["h.example", "h.example", "g.example"],
+                          "lane": "refresh", "lambda_hat": [4.0, 0.5, 0.5], "importance": 1.0,
+                          "interval_s": DAY_S, **s})
+    ctx = _ctx()
+    from dataclasses import replace
+    fast_ctx = replace(ctx, fast_enabled=True, fast_patterns=r"^https?://[^/]+/?$")
+    work = plan_work.prepare(pages, fast_ctx, plan_work.HostGroups.of(pages["host"].to_numpy(object)))
+    assert work["lane"].tolist() == ["fast", "refresh", "refresh"]
+    assert np.isnan(work["period_s"][:2]).all() and work["period_s"][2] == DAY_S
+    # without the fast lane the same front page is timed and times the article through the host
+    slow = plan_work.prepare(pages, ctx, plan_work.HostGroups.of(pages["host"].to_numpy(object)))
+    assert (slow["period_s"] == DAY_S).all()

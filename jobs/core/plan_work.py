@@ -133,7 +133,7 @@ def prepare(pages: pd.DataFrame, ctx: PlanContext, groups: HostGroups | None = N
     if ctx.audit_keep < 1.0:  # only the audits the day's cut can keep claim a host's cap
         audit &= audit_priority(urls, ctx.day_index) > 1.0 - ctx.audit_keep
     interval = pages["interval_s"].to_numpy(dtype=float)
-    r = page_rhythm(pages, ctx, lam, groups)
+    r = page_rhythm(pages, ctx, lam, groups, eligible=lane == "refresh")
     return pd.DataFrame({
         "url": urls, "lane": lane, "known": known, "gone": gone, "lambda_hat": lam,
         "importance": imp, "interval_s": np.where(np.isnan(interval), ctx.initial_s, interval),
@@ -144,14 +144,16 @@ def prepare(pages: pd.DataFrame, ctx: PlanContext, groups: HostGroups | None = N
 
 
 def page_rhythm(pages: pd.DataFrame, ctx: PlanContext, lam,
-                groups: HostGroups | None = None) -> timing.Rhythm:
+                groups: HostGroups | None = None, eligible=None) -> timing.Rhythm:
     """Each page's learnt rhythm, shrunk to its host's phase
     (:func:`jobs.core.timing.shrunk_rhythm`); none without the ``TIMING_COLUMNS`` (frontier
-    pages, older state) or with timing off. ``groups``: the pages' hosts (one when omitted)."""
+    pages, older state), with timing off, or where ``eligible`` is false (fast-lane pages:
+    their Last-Modified dates are fetch-locked). ``groups``: the pages' hosts (one when
+    omitted)."""
     sums = timing.stored(pages) if ctx.timing is not None else timing.empty(len(pages))
     params = ctx.timing or TimingParams(False, 0.0, 1.0, 0.0, 0.0, 1.0)
     groups = groups if groups is not None else HostGroups.single(len(pages))
-    return timing.shrunk_rhythm(sums, params, lam, groups.codes, groups.n)
+    return timing.shrunk_rhythm(sums, params, lam, groups.codes, groups.n, eligible)
 
 
 def audit_priority(urls, day_index: int) -> np.ndarray:
