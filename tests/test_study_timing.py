@@ -26,3 +26,7 @@ def test_pages_are_counted_by_how_they_are_timed():
     assert out.loc["daily", "pages"] == 2 and out.loc["daily", "weight"] == 4 / 6
     assert out.loc["daily", "timed_own"] == 0.5 and out.loc["daily", "timed_host"] == 0.5
     assert out.loc["poisson", "timed_own"] == 0 and out.loc["poisson", "timed_host"] == 0
+    fast = timed_by_kind(state, kinds, timing_params(Config()),
+                         pd.DataFrame({"url": ["a"], "lane": ["fast"]}))
+    # the fast-lane anchor neither is timed nor lends the host its phase
+    assert fast.loc["daily", "timed_own"] == 0 and fast.loc["daily", "timed_host"] == 0

@@ -6,7 +6,8 @@ Usage::
 
 For each seed of a backtest work directory, the last committed state of the policy's run
 (default ``optimal``) is read with the run's own ``[timing]`` config, and every URL's rhythm
-is recomputed with the planner's functions: timed on its own evidence
+is recomputed with the planner's functions (the fast lane of the newest plan excluded, as
+the planner excludes it): timed on its own evidence
 (:func:`jobs.core.timing.rhythm`), timed through its host's phase
 (:func:`jobs.core.timing.shrunk_rhythm`, hosts as the allocation passes group them), or not
 timed. Joined to the simulator's page kinds (``_truth/pages``), it prints per kind the
@@ -30,26 +31,31 @@ from jobs.params import timing_params
 from jobs.paths import partition
 
 
-def last_state(root: str) -> tuple[str, pd.DataFrame]:
-    """The newest committed state partition under ``root`` (date, rows)."""
-    dates = sorted(d.split("=", 1)[1] for d in os.listdir(os.path.join(root, "state"))
+def newest(root: str, table: str) -> tuple[str, pd.DataFrame]:
+    """The newest committed partition of ``table`` under ``root`` (date, rows)."""
+    dates = sorted(d.split("=", 1)[1] for d in os.listdir(os.path.join(root, table))
                    if d.startswith("dt="))
     for dt in reversed(dates):
-        part = partition(root, "state", dt)
+        part = partition(root, table, dt)
         if partitions.is_committed(part):
-            files = partitions.committed_files(part, "state")
+            files = partitions.committed_files(part, table)
             return dt, pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
-    raise FileNotFoundError(f"no committed state under {root}/state")
+    raise FileNotFoundError(f"no committed {table} under {root}")
 
 
-def timed_by_kind(state: pd.DataFrame, kinds: pd.DataFrame,
-                  params: timing.TimingParams) -> pd.DataFrame:
-    """Per page kind: pages, importance share, shares timed on own evidence / via the host."""
+def timed_by_kind(state: pd.DataFrame, kinds: pd.DataFrame, params: timing.TimingParams,
+                  lanes: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per page kind: pages, importance share, shares timed on own evidence / via the host.
+    ``lanes`` (url, lane: the day's plan) marks the fast lane, which is never timed."""
     lam = pd.to_numeric(state["lambda_hat"]).to_numpy(dtype=float)
     sums = timing.stored(state)
     groups = HostGroups.of(state["host"].to_numpy(dtype=object))
-    own = timing.rhythm(sums, params, lam).timed
-    shrunk = timing.shrunk_rhythm(sums, params, lam, groups.codes, groups.n).timed
+    eligible = None
+    if lanes is not None:
+        lane = state[["url"]].merge(lanes[["url", "lane"]], on="url", how="left")["lane"]
+        eligible = (lane.fillna("refresh") == "refresh").to_numpy()
+    own = timing.rhythm(sums, params, lam).timed & (True if eligible is None else eligible)
+    shrunk = timing.shrunk_rhythm(sums, params, lam, groups.codes, groups.n, eligible).timed
     frame = pd.DataFrame({"url": state["url"], "own": own, "host": shrunk & ~own,
                           "w": pd.to_numeric(state["importance"]).fillna(0.0).to_numpy(float)})
     frame = frame.merge(kinds, on="url", how="left").fillna({"kind": "unknown"})
@@ -69,10 +75,11 @@ def main(argv=None) -> int:
     for seed in args.seeds:
         run = os.path.join(args.workdir, f"seed{seed}", args.policy)
         params = timing_params(load_config(os.path.join(run, "recrawl.toml")))
-        dt, state = last_state(os.path.join(run, "data"))
+        dt, state = newest(os.path.join(run, "data"), "state")
         kinds = pd.read_parquet(os.path.join(run, "data", "_truth", "pages"))
-        table = timed_by_kind(state, kinds, params)
-        print(f"seed {seed}, state dt={dt}, {len(state)} URLs:")
+        plan_dt, plan = newest(os.path.join(run, "data"), "plan")
+        table = timed_by_kind(state, kinds, params, plan)
+        print(f"seed {seed}, state dt={dt}, {len(state)} URLs, lanes of plan dt={plan_dt}:")
         print(table.round(3).to_string())
         tables.append(table.assign(seed=seed))
     if len(tables) > 1:
