@@ -180,5 +180,5 @@ with RecrawlDAG(
     if cfg.airflow.spark_session == "run":
         spark_stages = [spark_stage("plan_day")]
     else:
-        spark_stages = [spark_stage(s) for s in ("update_state", "allocate", "build_schedule")]
+        spark_stages = [spark_stage(s) for s in dag_tasks.SPARK_STAGES]
     chain(wait_for_logs, validate, *spark_stages, publish, verify)

@@ -16,6 +16,9 @@ from jobs.config import Config, load_config
 from jobs.paths import join_key, planning_window, schedule_date, schedule_manifest_key
 
 SCHEDULES_ASSET_NAME = "recrawl_schedules"
+#: The day's Spark stages, in order: one DAG task each, or one ``plan_day`` task for all
+#: (``airflow.spark_session``; :mod:`jobs.plan_day`).
+SPARK_STAGES = ("update_state", "allocate", "build_schedule")
 
 
 def target_uri(cfg: Config) -> str:

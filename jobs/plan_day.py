@@ -18,10 +18,7 @@ if __package__ in (None, ""):  # spark-submit of this file from a checkout
 
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
-
-#: The Spark stages of a day, in order (module names under ``jobs``).
-STAGES = ("update_state", "allocate", "build_schedule")
-
+from jobs.dag_tasks import SPARK_STAGES  # noqa: E402
 
 def run(cfg: Config, run_date: str, spark=None) -> dict:
     """The three stages' run records, by stage name, in one session."""
@@ -31,7 +28,7 @@ def run(cfg: Config, run_date: str, spark=None) -> dict:
 
     spark = spark or get_spark(cfg, "plan_day")
     records = {}
-    for stage in STAGES:
+    for stage in SPARK_STAGES:
         print(f"[plan_day] {run_date}: {stage}", file=sys.stderr, flush=True)
         records[stage] = importlib.import_module(f"jobs.{stage}").run(cfg, run_date, spark)
     return records

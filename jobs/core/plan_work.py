@@ -150,10 +150,11 @@ def page_rhythm(pages: pd.DataFrame, ctx: PlanContext, lam,
     pages, older state), with timing off, or where ``eligible`` is false (fast-lane pages:
     their Last-Modified dates are fetch-locked). ``groups``: the pages' hosts (one when
     omitted)."""
-    sums = timing.stored(pages) if ctx.timing is not None else timing.empty(len(pages))
-    params = ctx.timing or TimingParams(False, 0.0, 1.0, 0.0, 0.0, 1.0)
+    if ctx.timing is None:
+        return timing.Rhythm(*(np.full(len(pages), np.nan) for _ in range(3)))
     groups = groups if groups is not None else HostGroups.single(len(pages))
-    return timing.shrunk_rhythm(sums, params, lam, groups.codes, groups.n, eligible)
+    return timing.shrunk_rhythm(timing.stored(pages), ctx.timing, lam, groups.codes, groups.n,
+                                eligible)
 
 
 def audit_priority(urls, day_index: int) -> np.ndarray:

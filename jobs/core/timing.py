@@ -116,9 +116,9 @@ class TimingParams:
     visit_lag_s: float
     max_arc_s: float
     max_changes_per_period: float
-    host_min_dated_changes: float = 2.0
-    host_min_log_odds: float = 4.6
-    host_min_spread_s: float = 1800.0
+    host_min_dated_changes: float
+    host_min_log_odds: float
+    host_min_spread_s: float
 
 
 def empty(n: int) -> dict:

@@ -21,9 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+from jobs.dag_tasks import SPARK_STAGES
+
 REPO = Path(__file__).resolve().parents[2]
 DAYS = ("2024-01-12", "2024-01-13", "2024-01-14")  # generated; state rebuilt to the second
-STAGES = ("update_state", "allocate", "build_schedule")
 
 
 def prepare(root: Path, urls: int, hosts: int, keep: bool, overrides: list[str]) -> None:
@@ -76,7 +77,7 @@ def main(argv=None) -> int:
     day = DAYS[-1]
     per_stage, per_run = [], []
     for i in range(args.repeats):
-        stages = {s: round(_submit(s, day, root, overrides), 1) for s in STAGES}
+        stages = {s: round(_submit(s, day, root, overrides), 1) for s in SPARK_STAGES}
         per_stage.append(sum(stages.values()))
         per_run.append(_submit("plan_day", day, root, overrides))
         print(json.dumps({"repeat": i, "stage_submits_s": stages,
