@@ -328,6 +328,13 @@ class TimingConfig:
     host_min_spread_s: float = _doc("Floor (seconds) on the host's circular sd in that ratio: a "
                                     "host's pages keep their own hours around the host's.",
                                     default=1800.0)
+    host_max_changes_per_week: float = _doc("A URL timed through its host gets the week (period 7 "
+                                            "days, its own weekday) instead of the day when every "
+                                            "dated change fell on one weekday and lambda_hat x 7 "
+                                            "is at most this: a weekly publisher changes at most "
+                                            "once a week (-ln(1 - 0.95) = 3.0 at p = 0.95), a "
+                                            "daily one about 4.9 times (p = 0.5) or more.",
+                                            default=3.0)
 
 
 @dataclass(frozen=True)
@@ -547,11 +554,13 @@ def _validate_update_sections(c: Config) -> None:
             and 0 <= tm.visit_lag_s < 86400 and 0 <= tm.max_arc_s <= 86400
             and 0 < tm.max_changes_per_period < float("inf")
             and 0 <= tm.host_min_dated_changes < float("inf")
-            and 0 <= tm.host_min_log_odds < float("inf") and 0 < tm.host_min_spread_s <= 43200):
+            and 0 <= tm.host_min_log_odds < float("inf") and 0 < tm.host_min_spread_s <= 43200
+            and 0 <= tm.host_max_changes_per_week < float("inf")):
         raise ConfigError("need timing.min_dated_changes finite >= 0, 0 < min_concentration <= 1, "
                           "0 <= visit_lag_s < 86400, 0 <= max_arc_s <= 86400, "
                           "0 < max_changes_per_period < inf, host_min_dated_changes and "
-                          "host_min_log_odds finite >= 0 and 0 < host_min_spread_s <= 43200")
+                          "host_min_log_odds finite >= 0, 0 < host_min_spread_s <= 43200 and "
+                          "host_max_changes_per_week finite >= 0")
     for key, value in (("estimation.level", e.level), ("audit.level", a.level)):
         if not 0 < value < 1:
             raise ConfigError(f"{key} must be in (0, 1)")

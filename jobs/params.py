@@ -48,7 +48,8 @@ def timing_params(cfg: Config) -> timing.TimingParams:
                                max_changes_per_period=t.max_changes_per_period,
                                host_min_dated_changes=t.host_min_dated_changes,
                                host_min_log_odds=t.host_min_log_odds,
-                               host_min_spread_s=t.host_min_spread_s)
+                               host_min_spread_s=t.host_min_spread_s,
+                               host_max_changes_per_week=t.host_max_changes_per_week)
 
 
 def update_params(cfg: Config) -> state_update.UpdateParams:

@@ -15,15 +15,20 @@ def test_pages_are_counted_by_how_they_are_timed():
     changes = [MON + np.arange(6) * DAY_S + 8 * 3600,           # daily, own evidence
                MON + np.array([2, 4]) * DAY_S + 8.1 * 3600,     # daily, through the host
                MON + np.array([1.3, 3.9, 7.1]) * DAY_S,          # poisson, not timed
-               np.array([])]                                     # poisson, no dates
-    sums = timing.empty(4)
+               np.array([]),                                     # poisson, no dates
+               MON + np.array([3, 10]) * DAY_S + 8.05 * 3600]   # weekly, through the host
+    sums = timing.empty(5)
     for i, t in enumerate(changes):
         timing.add_changes(sums, np.full(len(t), i), t, 1.0)
-    state = pd.DataFrame({"url": list("abcd"), "host": ["h"] * 4, "lambda_hat": 0.6,
-                          "importance": [3.0, 1.0, 1.0, 1.0], **sums})
-    kinds = pd.DataFrame({"url": list("abcd"), "kind": ["daily", "daily", "poisson", "poisson"]})
+    state = pd.DataFrame({"url": list("abcde"), "host": ["h"] * 5,
+                          "lambda_hat": [0.6, 0.6, 0.6, 0.6, 0.14],
+                          "importance": [3.0, 1.0, 1.0, 1.0, 2.0], **sums})
+    kinds = pd.DataFrame({"url": list("abcde"),
+                          "kind": ["daily", "daily", "poisson", "poisson", "weekly"]})
     out = timed_by_kind(state, kinds, timing_params(Config()))
-    assert out.loc["daily", "pages"] == 2 and out.loc["daily", "weight"] == 4 / 6
+    assert out.loc["daily", "pages"] == 2 and out.loc["daily", "weight"] == 4 / 8
+    assert out.loc["weekly", "timed_host"] == 1 and out.loc["weekly", "timed_week"] == 1
+    assert out.loc["daily", "timed_week"] == 0
     assert out.loc["daily", "timed_own"] == 0.5 and out.loc["daily", "timed_host"] == 0.5
     assert out.loc["poisson", "timed_own"] == 0 and out.loc["poisson", "timed_host"] == 0
     fast = timed_by_kind(state, kinds, timing_params(Config()),

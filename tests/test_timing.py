@@ -192,6 +192,38 @@ def test_fold_learns_the_rhythm_from_trusted_push_signals_only(trusted):
         assert row["tod_n"] == 0 and not r.timed[0]
 
 
+def test_a_change_both_claimed_and_dated_by_last_modified_counts_once():
+    """A trusted push claim dates a change when it arrives; the fetch that confirms it then
+    shows the same instant in a trusted Last-Modified. One change, one dated change: counted
+    twice, a single change would look like two at one instant (R = 1) and could pass the
+    host's phase test or the one-weekday rule alone."""
+    params = update_params(Config())
+    base = pd.Timestamp("2026-11-02T00:00Z")
+
+    def fetch(at, h, lm=None):
+        return pd.DataFrame({"url": ["u"], "host": ["h.example"], "fetched_at": [at],
+                             "status": [200], "etag": [None],
+                             "last_modified": [lm.strftime("%a, %d %b %Y %H:%M:%S GMT")
+                                               if lm is not None else None],
+                             "content_hash": [h], "trust_etag": [True], "trust_lm": [True]})
+
+    state = state_update.fold_day(state_update.empty_state(), fetch(base, "h0"), "2026-11-02",
+                                  params, estimate=False)[state_update.STATE_COLUMNS]
+    changed_at = base + pd.Timedelta(days=1, hours=7)
+    sig = pd.DataFrame({"url": ["u"], "signaled_at": [changed_at], "signal_trusted": [True]})
+    state = state_update.fold_day(state, fetch(base + pd.Timedelta(days=1, hours=9), "h1",
+                                               changed_at), "2026-11-03", params,
+                                  signals=sig, estimate=False)[state_update.STATE_COLUMNS]
+    assert float(state.iloc[0]["tod_n"]) == pytest.approx(1.0, rel=0.02)
+    # without the claim, the Last-Modified alone dates it: still one
+    alone = state_update.fold_day(state_update.empty_state(), fetch(base, "h0"), "2026-11-02",
+                                  params, estimate=False)[state_update.STATE_COLUMNS]
+    alone = state_update.fold_day(alone, fetch(base + pd.Timedelta(days=1, hours=9), "h1",
+                                               changed_at), "2026-11-03", params,
+                                  estimate=False)[state_update.STATE_COLUMNS]
+    assert float(alone.iloc[0]["tod_n"]) == pytest.approx(1.0, rel=0.02)
+
+
 def test_a_fast_page_fetched_at_a_steady_time_is_not_timed():
     """Fetch-locking: a λ = 20/day Poisson page fetched every day at 15:00 under a trusted
     Last-Modified shows its last change about Exp(20) before each fetch. Those instants are
@@ -298,6 +330,48 @@ def test_a_page_with_two_changes_at_its_hosts_hour_is_timed_through_the_host():
     from dataclasses import replace
     off = replace(TP, host_min_dated_changes=TP.min_dated_changes)
     assert timing.shrunk_rhythm(s, off, lam, codes, 1).timed.tolist() == own.timed.tolist()
+
+
+def test_a_weekly_publisher_at_its_hosts_hour_is_timed_on_its_weekday_through_the_host():
+    """Two dated changes at the host's hour a week apart (Wednesdays 07:24): a page that
+    changes about once a week (lambda_hat x 7 <= 3) is timed on the week at its own weekday;
+    one whose rate says daily, or whose changes fell on two weekdays, gets the day."""
+    anchors = [_at(7.5, range(6), 300, 1), _at(7.7, range(6), 300, 2)]
+    weekly = _at(7.4, [2, 9], 120, 3)
+    two_weekdays = _at(7.4, [2, 10], 120, 4)
+    s = _pool(*anchors, weekly, two_weekdays)
+    codes = np.zeros(4, np.int64)
+    r = timing.shrunk_rhythm(s, TP, np.array([0.7, 0.7, 0.15, 0.15]), codes, 1)
+    assert r.timed.tolist() == [True] * 4
+    assert r.period_s[2] == WEEK_S
+    assert r.phase_s[2] == pytest.approx(2 * DAY_S + 7.4 * 3600, abs=300)  # Wednesday 07:24
+    assert r.spread_s[2] == pytest.approx(r.spread_s[3])                   # the host's spread
+    assert r.period_s[3] == DAY_S and r.phase_s[3] == pytest.approx(7.4 * 3600, abs=300)
+    # the same weekly evidence on a page whose rate is daily: 0.5 x 7 = 3.5 > 3
+    daily = timing.shrunk_rhythm(s, TP, np.array([0.7, 0.7, 0.5, 0.15]), codes, 1)
+    assert daily.period_s[2] == DAY_S
+    # and a weekly publisher placed by it: the first visit lands just after Wednesday 07:24
+    due = timing.snap_to_phase(np.array([MON + 14 * DAY_S]), np.array([WEEK_S]),
+                               timing.Rhythm(r.period_s[2:3], r.phase_s[2:3], r.spread_s[2:3]),
+                               TP.visit_lag_s, MON + 14 * DAY_S)
+    assert 0 < due[0] - (MON + 16 * DAY_S + 7.4 * 3600) < 2 * 3600
+
+
+def test_same_weekday_poisson_pairs_at_the_hosts_hour_are_rarely_weekly():
+    """Poisson pages with two dated changes that passed the day test by chance: one pair in
+    seven falls on one weekday, and the rate gate keeps the daily-rate ones on the day."""
+    rng = np.random.default_rng(5)
+    anchors = [_at(9.0, range(8), 600, k) for k in range(3)]
+    days = rng.integers(0, 21, size=(4000, 2))
+    pages = [_at(9.0, d, 900, 100 + i) for i, d in enumerate(days)]  # all near 09:00
+    lam = np.concatenate([np.full(3, 0.7), rng.uniform(0.05, 1.0, len(pages))])
+    s = _pool(*anchors, *pages)
+    r = timing.shrunk_rhythm(s, TP, lam, np.zeros(len(lam), np.int64), 1)
+    weekly = r.period_s[3:] == WEEK_S
+    same_day = (days[:, 0] - days[:, 1]) % 7 == 0
+    assert not (weekly & ~same_day).any()              # never across two weekdays
+    assert not (weekly & (lam[3:] * 7 > TP.host_max_changes_per_week)).any()
+    assert weekly.mean() < same_day.mean()             # about 1/7 of these pairs, gated by rate
 
 
 def test_the_host_phase_test_is_the_von_mises_likelihood_ratio():

@@ -228,11 +228,13 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         claim[i] = np.where(scored | dropped, np.nan, claim[i])
 
         # When in the day and week it changed: a trusted Last-Modified instant, else a short
-        # interval (trusted push claims count when they arrive, _timing_of_claims).
-        dated = lm_dated
+        # interval. A change a trusted claim announced was dated when the claim arrived
+        # (_timing_of_claims): its Last-Modified would count the same change twice.
+        claimed = scored & changed & claim_trusted[i]
+        dated = lm_dated & ~claimed
         timing.add_changes(tod, i[dated], lm_change_at[dated], 1.0)
         mid, arc_w = timing.arc_evidence(last_known[i], t, params.timing.max_arc_s)
-        arc = changed & ~dated & ~(scored & claim_trusted[i]) & (arc_w > 0)
+        arc = changed & ~lm_dated & ~claimed & (arc_w > 0)
         timing.add_changes(tod, i[arc], mid[arc], arc_w[arc])
 
         obs_rows.append(i[observed])

@@ -81,7 +81,12 @@ when they sit at that phase: the log likelihood ratio of a von Mises density wit
 which needs only the stored sums (:math:`C` is the statistic of the V-test for a specified
 mean direction; Mardia & Jupp 2000, ch. 6), and must reach ``host_min_log_odds``
 (default :math:`\log 100`). Two changes each within about 34 minutes of the host's phase
-pass at the default 30-minute floor; one never does. The fold reads Last-Modified as a plain
+pass at the default 30-minute floor; one never does. Weekly publishers keep the host's hour
+on their own weekday: such a URL, whose dated changes also agree on the week circle (the week
+adds no spread to the day's, so they all fell on one weekday) and whose rate is about one
+change a week (:math:`\hat\lambda \cdot 7 \le` ``host_max_changes_per_week``, which a daily
+publisher's Poisson-equivalent rate exceeds), is timed on the week instead: two dated changes
+a week or two apart are enough, where its own evidence would need five, five weeks. The fold reads Last-Modified as a plain
 change bit for every URL the planner may time this way
 (:func:`last_modified_is_change_bit`).
 
@@ -119,6 +124,7 @@ class TimingParams:
     host_min_dated_changes: float
     host_min_log_odds: float
     host_min_spread_s: float
+    host_max_changes_per_week: float
 
 
 def empty(n: int) -> dict:
@@ -255,8 +261,10 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     phase (module notes, "Shrinkage to the host"). ``codes[i]`` is row i's host, 0..n_hosts-1.
 
     A URL timed by its own evidence keeps its own rhythm; a URL timed through its host gets
-    period one day, its own mean direction as phase and the host pool's circular sd as
-    spread. Rows where ``eligible`` is false (the planner's fast lane: module notes,
+    period one day and its own mean direction on the day as phase, or period one week and its
+    own direction on the week when its dated changes all fell on one weekday and its rate is
+    about one change a week (:func:`_on_one_weekday`); its spread is the host pool's circular
+    sd. Rows where ``eligible`` is false (the planner's fast lane: module notes,
     "Fetch-locking") are never timed and lend their host nothing.
     """
     ok = np.ones(len(sums["tod_n"]), bool) if eligible is None else np.asarray(eligible, bool)
@@ -286,10 +294,28 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     log_odds = k * agreement - n[cand] * _log_i0(k)
     take = np.flatnonzero(cand)[log_odds >= params.host_min_log_odds]
     period, phase, spread = own.period_s.copy(), own.phase_s.copy(), own.spread_s.copy()
-    period[take] = DAY_S
-    phase[take] = np.mod(np.arctan2(sin[take], cos[take]), 2 * np.pi) / (2 * np.pi) * DAY_S
+    weekly = _on_one_weekday(sums, take, n, np.nan_to_num(np.asarray(lam, float) * np.ones(len(n))),
+                             params)
+    week_angle = np.mod(np.arctan2(sums["tow_sin"][take], sums["tow_cos"][take]), 2 * np.pi)
+    day_angle = np.mod(np.arctan2(sin[take], cos[take]), 2 * np.pi)
+    period[take] = np.where(weekly, WEEK_S, DAY_S)
+    phase[take] = np.where(weekly, week_angle / (2 * np.pi) * WEEK_S, day_angle / (2 * np.pi) * DAY_S)
     spread[take] = sd_h[codes[take]] / (2 * np.pi) * DAY_S
     return Rhythm(period, phase, spread)
+
+
+def _on_one_weekday(sums: dict, rows, n, lam, params: TimingParams) -> np.ndarray:
+    r"""Which of ``rows`` (timed through their host on the day) publish weekly: the week circle
+    adds no spread to the day's (in seconds, within ``host_min_spread_s``), so every dated
+    change fell on one weekday, and :math:`\hat\lambda \cdot 7 \le`
+    ``host_max_changes_per_week``, so the page changes about once a week, not daily."""
+    safe = np.where(n[rows] > 0, n[rows], 1.0)
+    r_day = np.hypot(sums["tod_cos"][rows], sums["tod_sin"][rows]) / safe
+    r_week = np.hypot(sums["tow_cos"][rows], sums["tow_sin"][rows]) / safe
+    day_sd_s = _sd_rad(r_day) / (2 * np.pi) * DAY_S
+    week_sd_s = _sd_rad(r_week) / (2 * np.pi) * WEEK_S
+    return (week_sd_s <= day_sd_s + params.host_min_spread_s) & (
+        lam[rows] * WEEK_S / DAY_S <= params.host_max_changes_per_week)
 
 
 def value_gain(lam, period_s) -> np.ndarray:

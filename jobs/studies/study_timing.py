@@ -11,7 +11,8 @@ the planner excludes it): timed on its own evidence
 (:func:`jobs.core.timing.rhythm`), timed through its host's phase
 (:func:`jobs.core.timing.shrunk_rhythm`, hosts as the allocation passes group them), or not
 timed. Joined to the simulator's page kinds (``_truth/pages``), it prints per kind the
-pages, their share of the importance weight and the share timed each way: a Poisson page
+pages, their share of the importance weight, the share timed each way and the share timed
+on the week (either way): a Poisson page
 timed is a false positive (its visits move to one time of day; its freshness is unchanged,
 but its rate is capped at one a day).
 """
@@ -55,12 +56,15 @@ def timed_by_kind(state: pd.DataFrame, kinds: pd.DataFrame, params: timing.Timin
         lane = state[["url"]].merge(lanes[["url", "lane"]], on="url", how="left")["lane"]
         eligible = (lane.fillna("refresh") == "refresh").to_numpy()
     own = timing.rhythm(sums, params, lam).timed & (True if eligible is None else eligible)
-    shrunk = timing.shrunk_rhythm(sums, params, lam, groups.codes, groups.n, eligible).timed
+    rhythm = timing.shrunk_rhythm(sums, params, lam, groups.codes, groups.n, eligible)
+    shrunk = rhythm.timed
     frame = pd.DataFrame({"url": state["url"], "own": own, "host": shrunk & ~own,
+                          "week": rhythm.period_s == timing.WEEK_S,
                           "w": pd.to_numeric(state["importance"]).fillna(0.0).to_numpy(float)})
     frame = frame.merge(kinds, on="url", how="left").fillna({"kind": "unknown"})
     out = frame.groupby("kind").agg(pages=("url", "size"), weight=("w", "sum"),
-                                    timed_own=("own", "mean"), timed_host=("host", "mean"))
+                                    timed_own=("own", "mean"), timed_host=("host", "mean"),
+                                    timed_week=("week", "mean"))
     out["weight"] = out["weight"] / out["weight"].sum()
     return out
 
@@ -85,7 +89,7 @@ def main(argv=None) -> int:
     if len(tables) > 1:
         both = pd.concat(tables).reset_index()
         print("mean over seeds:")
-        print(both.groupby("kind")[["pages", "weight", "timed_own", "timed_host"]].mean()
+        print(both.groupby("kind")[["pages", "weight", "timed_own", "timed_host", "timed_week"]].mean()
               .round(3).to_string())
     return 0
 
