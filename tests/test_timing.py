@@ -116,6 +116,56 @@ def test_due_visits_of_a_timed_page_land_after_its_change_time():
     assert v.loc["b", "due_s"] == w0 + 14 * 3600  # even spacing from the last fetch
 
 
+def test_a_push_signal_on_a_timed_page_waits_for_its_phase_inside_the_window():
+    """A signal says the page changed at its last phase. Daily (15:00): a visit at the window
+    start would be fresh only until 15:00, one at 15:10 until tomorrow's change, so the
+    signal's visit waits for 15:10. Weekly with its phase days away: due now."""
+    w0 = MON + DAY_S
+    pages = pd.DataFrame({"url": ["daily", "weekly", "plain"], "rate": [0.5, 1 / 7, 0.5],
+                          "rhythm_from_s": [w0 - 2 * DAY_S] * 3, "last_success_s": np.nan,
+                          "lambda_hat": [1.0, 0.1, 1.0], "importance": 1.0,
+                          "lane": "refresh", "signal": True,
+                          "period_s": [DAY_S, WEEK_S, np.nan],
+                          "phase_s": [15 * 3600.0, 4 * DAY_S + 9 * 3600, np.nan],
+                          "spread_s": [0.0, 0.0, np.nan]})
+    pages["rhythm_from_s"] = w0 - DAY_S / pages["rate"]  # as host_plan arms a signal
+    v = plan.due_visits(pages, w0, w0 + DAY_S, lag_s=600.0).set_index("url")
+    assert v.loc["daily", "due_s"] == w0 + 15 * 3600 + 600
+    assert v.loc["weekly", "due_s"] == w0      # Friday 09:00 is four days away: now
+    assert v.loc["plain", "due_s"] == w0
+    assert (v["p_changed"] == 1.0).all()
+    # without the signal the weekly page would wait for its phase (no visit today)
+    quiet = plan.due_visits(pages.assign(signal=False), w0, w0 + DAY_S, lag_s=600.0)
+    assert "weekly" not in set(quiet.url)
+
+
+def test_the_planner_keeps_a_signalled_timed_page_on_its_phase():
+    from jobs.core import host_plan
+    from jobs.params import plan_context
+    ctx = plan_context(Config(), MON + 20 * DAY_S, MON + 21 * DAY_S)
+    ctx = __import__("dataclasses").replace(
+        ctx, policy=policies.get_policy("uniform", f_min=ctx.f_min, f_max=ctx.f_max), level=1.0,
+        fast_rate=1.0, audit_rate=0.0, discovery_min_bin=-8, fast_floor=False)
+    sums = sums_of(MON + np.arange(12) * DAY_S + 15 * 3600)
+    at = pd.Timestamp(MON + 19 * DAY_S + 15 * 3600, unit="s", tz="UTC")
+    pages = pd.DataFrame({
+        "host": ["h.example"] * 2, "url": ["https://h.example/a", "https://h.example/b"],
+        "lane": ["refresh"] * 2, "lambda_hat": [1.0, 1.0], "importance": [1.0, 1.0],
+        "interval_s": [DAY_S] * 2, "gone": [False] * 2,
+        "last_fetch_at": [at - pd.Timedelta(hours=20)] * 2,
+        "last_success_at": [at - pd.Timedelta(hours=20)] * 2,
+        "pending_signal_at": [at, at], "etag": ['"e"'] * 2, "last_modified": [None] * 2,
+        "method_hint": ["conditional"] * 2, "crawl_delay_s": [10.0] * 2,
+        "max_fetches_per_day": [np.nan] * 2,
+        **{c: np.concatenate([sums[c], [0.0]]) for c in timing.TIMING_COLUMNS}})
+    out = host_plan.plan_bucket(pages, ctx)
+    visits = out[out.url.notna() & out.reason.isna()].set_index("url")
+    w0 = MON + 20 * DAY_S
+    assert visits.loc["https://h.example/a", "due_s"] == pytest.approx(
+        w0 + 15 * 3600 + TP.visit_lag_s, abs=3 * 60)     # the timed page: just after 15:00
+    assert visits.loc["https://h.example/b", "due_s"] == w0  # the untimed one: now
+
+
 def test_optimal_prices_a_timed_page_by_its_periodic_value():
     # Two pages, one host, budget 1.5 visits/day: the allocator's split maximises
     # sum w * expected_freshness (timed value for the timed page) over a fine grid.

@@ -223,8 +223,9 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # rhythm came to 6-11 under a limit of 12.1 with a ceiling of 11, for 8 days).
     probe_due = plan_work.flag(pages, "probe_due", False)[g.first]
     catch_up = (probe_due & rates_fill)[g.codes]
-    # A timed page's visits go just after its learnt change time (a signal is due now).
-    timed = {c: np.where(signal, np.nan, work[c].to_numpy()) for c in TIMED_COLUMNS}
+    # A timed page's visits go just after its learnt change time; a signal is due now, or at
+    # that time when it comes inside the window (plan.due_visits).
+    timed = {c: work[c].to_numpy() for c in TIMED_COLUMNS}
     frame = pd.DataFrame({**page_cols, "lane": lane, **timed})
     lag = ctx.timing.visit_lag_s if ctx.timing is not None else 0.0
     visits = pd.concat([

@@ -67,7 +67,9 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     lag_s : float
         With columns ``period_s``, ``phase_s``, ``spread_s`` (a learnt rhythm, NaN: none),
         a timed page's first visit moves to the nearest ``phase + lag_s + 2 spread`` of its
-        period (:func:`jobs.core.timing.snap_to_phase`) and the rest follow 1/f apart.
+        period (:func:`jobs.core.timing.snap_to_phase`) and the rest follow 1/f apart. A page
+        with a true ``signal`` column (a push signal: due at the window start) keeps the
+        window start only when that instant falls after the window.
 
     Returns
     -------
@@ -89,7 +91,13 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     if "period_s" in pages.columns:
         r = timing.Rhythm(*(pages[c].to_numpy(dtype=float)
                             for c in ("period_s", "phase_s", "spread_s")))
-        first_due = timing.snap_to_phase(first_due, period, r, lag_s, window_start)
+        snapped = timing.snap_to_phase(first_due, period, r, lag_s, window_start)
+        # A push signal says a timed page changed at its last phase: a visit just after its
+        # next phase keeps it fresh until the change after that, one at the window start only
+        # until that phase. So it waits for the phase when it comes inside the window.
+        signal = pages["signal"].to_numpy(dtype=bool) if "signal" in pages.columns \
+            else np.zeros(len(pages), bool)
+        first_due = np.where(signal & (snapped >= window_end), first_due, snapped)
     n = np.where(first_due < window_end,
                  np.ceil((window_end - first_due) / period).astype(np.int64), 0)
     n = np.minimum(n, max_visits_per_url)
