@@ -328,13 +328,19 @@ class TimingConfig:
     host_min_spread_s: float = _doc("Floor (seconds) on the host's circular sd in that ratio: a "
                                     "host's pages keep their own hours around the host's.",
                                     default=1800.0)
-    host_max_changes_per_week: float = _doc("A URL timed through its host gets the week (period 7 "
-                                            "days, its own weekday) instead of the day when every "
-                                            "dated change fell on one weekday and lambda_hat x 7 "
-                                            "is at most this: a weekly publisher changes at most "
-                                            "once a week (-ln(1 - 0.95) = 3.0 at p = 0.95), a "
-                                            "daily one about 4.9 times (p = 0.5) or more.",
-                                            default=3.0)
+    tight_min_dated_changes: float = _doc("Decayed dated changes that time a URL on its own evidence "
+                                          "when their circular sd on the day or week is at most "
+                                          "tight_spread_s (fewer than min_dated_changes): three "
+                                          "uniform times pass 0.7 % of the time on the day, "
+                                          "0.01 % on the week.", default=3.0)
+    tight_spread_s: float = _doc("Circular sd (seconds) of the tight rule above.", default=1800.0)
+    few_dates_max_changes_per_week: float = _doc("A URL timed on the week from fewer than "
+                                                 "min_dated_changes dated changes (the tight rule, "
+                                                 "or through its host when they all fell on one "
+                                                 "weekday) needs lambda_hat x 7 at most this: a "
+                                                 "weekly publisher changes at most once a week "
+                                                 "(-ln(1 - 0.95) = 3.0 at p = 0.95), a daily one "
+                                                 "about 4.9 times (p = 0.5) or more.", default=3.0)
 
 
 @dataclass(frozen=True)
@@ -555,12 +561,14 @@ def _validate_update_sections(c: Config) -> None:
             and 0 < tm.max_changes_per_period < float("inf")
             and 0 <= tm.host_min_dated_changes < float("inf")
             and 0 <= tm.host_min_log_odds < float("inf") and 0 < tm.host_min_spread_s <= 43200
-            and 0 <= tm.host_max_changes_per_week < float("inf")):
+            and 0 <= tm.few_dates_max_changes_per_week < float("inf")
+            and 0 <= tm.tight_min_dated_changes < float("inf") and 0 < tm.tight_spread_s <= 43200):
         raise ConfigError("need timing.min_dated_changes finite >= 0, 0 < min_concentration <= 1, "
                           "0 <= visit_lag_s < 86400, 0 <= max_arc_s <= 86400, "
                           "0 < max_changes_per_period < inf, host_min_dated_changes and "
                           "host_min_log_odds finite >= 0, 0 < host_min_spread_s <= 43200 and "
-                          "host_max_changes_per_week finite >= 0")
+                          "few_dates_max_changes_per_week and tight_min_dated_changes finite >= 0, "
+                          "0 < tight_spread_s <= 43200")
     for key, value in (("estimation.level", e.level), ("audit.level", a.level)):
         if not 0 < value < 1:
             raise ConfigError(f"{key} must be in (0, 1)")

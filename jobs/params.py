@@ -49,7 +49,9 @@ def timing_params(cfg: Config) -> timing.TimingParams:
                                host_min_dated_changes=t.host_min_dated_changes,
                                host_min_log_odds=t.host_min_log_odds,
                                host_min_spread_s=t.host_min_spread_s,
-                               host_max_changes_per_week=t.host_max_changes_per_week)
+                               few_dates_max_changes_per_week=t.few_dates_max_changes_per_week,
+                               tight_min_dated_changes=t.tight_min_dated_changes,
+                               tight_spread_s=t.tight_spread_s)
 
 
 def update_params(cfg: Config) -> state_update.UpdateParams:

@@ -36,8 +36,26 @@ def test_a_weekly_publisher_gets_the_week_and_uniform_times_get_nothing():
     poisson = [timing.rhythm(sums_of(MON + np.sort(rng.uniform(0, 20 * DAY_S, 12))), TP, 1.0).timed[0]
                for _ in range(200)]
     assert sum(poisson) == 0  # 12 changes uniform in time are never concentrated at R >= 0.9
-    few = timing.rhythm(sums_of(t[:4]), TP, 1.0)  # 4 < min_dated_changes = 5
-    assert not few.timed[0]
+    two = timing.rhythm(sums_of(t[:2]), TP, 0.14)  # 2 < tight_min_dated_changes = 3
+    assert not two.timed[0]
+
+
+def test_few_tight_dated_changes_time_a_page_on_their_own():
+    """Three or four Wednesdays at 09:00 (below min_dated_changes = 5 but within
+    tight_spread_s): the week when the rate says weekly, the day when it says daily; three
+    or four uniform instants are rarely that tight (0.7 % and 0.06 % on the day)."""
+    t = MON + np.arange(4) * WEEK_S + 2 * DAY_S + 9 * 3600 + np.array([0, 300, -240, 120])
+    for k in (3, 4):
+        weekly = timing.rhythm(sums_of(t[:k]), TP, 0.14)
+        assert weekly.period_s[0] == WEEK_S
+        assert weekly.phase_s[0] == pytest.approx(2 * DAY_S + 9 * 3600, abs=300)
+        assert timing.rhythm(sums_of(t[:k]), TP, 1.0).period_s[0] == DAY_S  # 7 > 3 a week
+    spread = t[:4] + np.array([0, 2, -2, 1]) * 3600.0  # sd ~1.6 h: not tight
+    assert not timing.rhythm(sums_of(spread), TP, 0.14).timed[0]
+    rng = np.random.default_rng(8)
+    poisson = [timing.rhythm(sums_of(MON + rng.uniform(0, 20 * DAY_S, rng.integers(3, 5))),
+                             TP, 0.2).timed[0] for _ in range(3000)]
+    assert np.mean(poisson) < 0.015
 
 
 def test_decay_forgets_weight_not_direction():
@@ -48,7 +66,9 @@ def test_decay_forgets_weight_not_direction():
     r0, r1 = timing.rhythm(s, TP, 1.0), timing.rhythm(timing.decayed(s, 0.7), TP, 1.0)
     assert r1.phase_s[0] == pytest.approx(r0.phase_s[0]) and r1.spread_s[0] == pytest.approx(
         r0.spread_s[0])
-    assert not timing.rhythm(half, TP, 1.0).timed[0] or half["tod_n"][0] >= TP.min_dated_changes
+    faded = timing.decayed(s, 0.3)  # 2.4 dated changes left: below every rule
+    assert not timing.rhythm(faded, TP, 1.0).timed[0]
+    assert timing.rhythm(half, TP, 1.0).timed[0]  # 4, all at 20:00: the tight rule
 
 
 def test_a_long_changed_interval_says_nothing_and_a_short_one_its_midpoint():
@@ -420,7 +440,7 @@ def test_same_weekday_poisson_pairs_at_the_hosts_hour_are_rarely_weekly():
     weekly = r.period_s[3:] == WEEK_S
     same_day = (days[:, 0] - days[:, 1]) % 7 == 0
     assert not (weekly & ~same_day).any()              # never across two weekdays
-    assert not (weekly & (lam[3:] * 7 > TP.host_max_changes_per_week)).any()
+    assert not (weekly & (lam[3:] * 7 > TP.few_dates_max_changes_per_week)).any()
     assert weekly.mean() < same_day.mean()             # about 1/7 of these pairs, gated by rate
 
 
