@@ -108,3 +108,35 @@ def test_report_carries_the_kind_table(tmp_path):
     html = path.read_text()
     assert "Freshness per page kind" in html and "÷ oracle, importance-weighted" in html
     assert html.count("<table") == 3  # statuses, truth metrics, kinds
+
+
+def test_truth_pages_give_each_publishers_change_instant(tmp_path):
+    """_truth/pages carries the fixed change instant of daily and weekly publishers, on the
+    planner's clock (seconds into the UTC day, or into the week from Monday 00:00 UTC): the
+    simulator's changes of those pages fall within minutes of it."""
+    from jobs.backtest.loop import BacktestSpec, write_inputs
+    from jobs.sim import Simulation
+    from jobs.sim.changes import shard_day_changes
+
+    sim = Simulation(BacktestSpec(seed=3, urls=600, hosts=8).params())
+    write_inputs(sim, tmp_path, 0)
+    truth = pd.read_parquet(tmp_path / "_truth" / "pages")
+    assert set(truth.columns) == {"url", "kind", "period_s", "change_s"}
+    timed = truth[truth["period_s"].notna()]
+    assert set(timed["kind"]) == {"daily", "weekly"} and len(timed) > 20
+    assert truth.loc[truth["kind"].isin(["poisson", "bursty", "front"]), "change_s"].isna().all()
+    p, pages = sim.params, sim.web.pages
+    start = pd.Timestamp(p.start_date, tz="UTC").timestamp()
+    instant = timed.set_index("url")
+    lags = []
+    for day in range(14):
+        page, t = shard_day_changes(p, pages, np.arange(len(pages.url)), day,
+                                    np.random.default_rng(day))
+        keep = np.isin(pages.url[page], instant.index)
+        row = instant.loc[pages.url[page][keep]]
+        period = row["period_s"].to_numpy()
+        origin = np.where(period == 7 * 86400.0, 4 * 86400.0, 0.0)
+        lag = np.mod(start + t[keep] * 86400.0 - origin - row["change_s"].to_numpy(), period)
+        lags.append(np.minimum(lag, period - lag))
+    lags = np.concatenate(lags)
+    assert len(lags) > 50 and np.max(lags) < 30 * 60  # ± 5 min jitter, clipped at midnight

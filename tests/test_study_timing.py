@@ -35,3 +35,20 @@ def test_pages_are_counted_by_how_they_are_timed():
                          pd.DataFrame({"url": ["a"], "lane": ["fast"]}))
     # the fast-lane anchor neither is timed nor lends the host its phase
     assert fast.loc["daily", "timed_own"] == 0 and fast.loc["daily", "timed_host"] == 0
+
+
+def test_placement_counts_visits_just_after_the_change_instant():
+    from jobs.studies.study_timing import placement_by_kind
+    mon = pd.Timestamp("2026-11-02T00:00Z")  # a Monday
+    truth = pd.DataFrame({"url": ["d", "w", "p"], "kind": ["daily", "weekly", "poisson"],
+                          "period_s": [DAY_S, 7 * DAY_S, np.nan],
+                          "change_s": [15 * 3600.0, 2 * DAY_S + 9 * 3600, np.nan]})
+    at = [mon + pd.Timedelta(hours=h) for h in (15.25, 24 + 14.5, 48 + 15.9, 48 + 9.5, 1)]
+    visits = pd.DataFrame({"url": ["d", "d", "d", "w", "p"], "not_before": at,
+                           "lane": "refresh"})
+    out = placement_by_kind(visits, truth)
+    assert list(out.index) == ["daily", "weekly"]            # no fixed instant: left out
+    assert out.loc["daily", "visits"] == 3
+    assert out.loc["daily", "just_after"] == 2 / 3             # 15 min, 23.5 h, 54 min
+    assert out.loc["daily", "median_lag_h"] == 0.9
+    assert out.loc["weekly", "just_after"] == 1.0               # Wednesday 09:30

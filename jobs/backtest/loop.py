@@ -45,6 +45,8 @@ PROCESS_SHARES = (0.6, 0.15, 0.15, 0.1)
 AUDIT_RATE_KEY = "audit.sample_rate"
 # Off for the oracle: it is the Poisson optimum with the true rates, the ceiling to beat.
 TIMING_KEY = "timing.enabled"
+TRUTH_PAGES_SCHEMA = pa.schema([("url", pa.string()), ("kind", pa.string()),
+                                ("period_s", pa.float64()), ("change_s", pa.float64())])
 
 
 def config_has(key: str) -> bool:
@@ -167,7 +169,8 @@ def write_inputs(sim: Simulation, root: Path, day: int) -> None:
 
     ``importance`` covers every page discovered so far (a link-graph feed knows them);
     ``_truth/lambda`` is the oracle's table of true long-run change rates, ``_truth/pages``
-    each page's kind (``jobs.studies.study_timing``).
+    each page's kind and, for daily and weekly publishers, the period and instant of their
+    changes (``jobs.studies.study_timing``).
     """
     pg = sim.web.pages
     known = np.flatnonzero(pg.discovered < day + 1)
@@ -179,10 +182,17 @@ def write_inputs(sim: Simulation, root: Path, day: int) -> None:
                 root / "_truth" / "lambda" / "part-0.parquet",
                 pa.schema([("url", pa.string()), ("lambda", pa.float64())]))
     kinds = page_kinds(pd.DataFrame({"kind": pg.kind[known], "front": pg.section[known] < 0}))
+    # Publishers' fixed change instant: seconds into the day (UTC) or into the week from
+    # Monday 00:00 UTC, as jobs.core.timing counts phases; NaN for pages without one.
+    weekly, daily = kinds == "weekly", kinds == "daily"
+    period = np.where(weekly, 7 * 86400.0, np.where(daily, 86400.0, np.nan))
+    change = pg.hour[known] * 86400.0 + np.where(weekly, np.maximum(pg.weekday[known], 0), 0) * 86400.0
     write_table(pa.table({"url": pa.array(pg.url[known], pa.string()),
-                          "kind": pa.array(kinds.astype(str), pa.string())}),
-                root / "_truth" / "pages" / "part-0.parquet",
-                pa.schema([("url", pa.string()), ("kind", pa.string())]))
+                          "kind": pa.array(kinds.astype(str), pa.string()),
+                          "period_s": pa.array(period, pa.float64()),
+                          "change_s": pa.array(np.where(np.isnan(period), np.nan, change),
+                                               pa.float64())}),
+                root / "_truth" / "pages" / "part-0.parquet", TRUTH_PAGES_SCHEMA)
 
 
 def _write_day(sim: Simulation, root: Path, day: int, log: pa.Table) -> None:

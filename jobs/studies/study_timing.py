@@ -14,11 +14,14 @@ timed. Joined to the simulator's page kinds (``_truth/pages``), it prints per ki
 pages, their share of the importance weight, the share timed each way and the share timed
 on the week (either way): a Poisson page
 timed is a false positive (its visits move to one time of day; its freshness is unchanged,
-but its rate is capped at one a day).
+but its rate is capped at one a day). Where the run's truth has the publishers' change
+instants, it also prints where the visits to daily and weekly publishers fell: the share
+within an hour after the change (:func:`placement_by_kind`).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 import numpy as np
@@ -69,6 +72,40 @@ def timed_by_kind(state: pd.DataFrame, kinds: pd.DataFrame, params: timing.Timin
     return out
 
 
+def schedules(root: str) -> pd.DataFrame:
+    """Every day's published rows (url, not_before) under ``root``, as ``_shards.json`` lists
+    them (the file each day's publish trusts)."""
+    frames = []
+    base = os.path.join(root, "schedules")
+    for d in sorted(os.listdir(base)):
+        listing = os.path.join(base, d, "_shards.json")
+        if not d.startswith("dt=") or not os.path.exists(listing):
+            continue
+        with open(listing) as fh:
+            for shard in json.load(fh)["shards"]:
+                frames.append(pd.read_parquet(os.path.join(base, d, shard["file"]),
+                                              columns=["url", "not_before", "lane"]))
+    return pd.concat(frames, ignore_index=True) if frames else \
+        pd.DataFrame({"url": [], "not_before": pd.to_datetime([], utc=True), "lane": []})
+
+
+def placement_by_kind(visits: pd.DataFrame, truth: pd.DataFrame,
+                      just_after_s: float = 3600.0) -> pd.DataFrame:
+    """Where the visits to publishers with a fixed change instant (``truth``: url, kind,
+    ``period_s``, ``change_s`` seconds into the day or the week from Monday 00:00 UTC) fell:
+    per kind, the visits, the share within ``just_after_s`` after the change instant (fresh
+    for nearly a whole period when it changed) and the median lag in hours."""
+    t = visits.merge(truth[truth["period_s"].notna()], on="url", how="inner")
+    when = pd.to_datetime(t["not_before"], utc=True).astype("int64").to_numpy() / 1e9
+    period = t["period_s"].to_numpy(float)
+    origin = np.where(period == timing.WEEK_S, 4 * timing.DAY_S, 0.0)  # Monday 1970-01-05
+    lag = np.mod(when - origin - t["change_s"].to_numpy(float), period)
+    frame = pd.DataFrame({"kind": t["kind"], "just_after": lag <= just_after_s,
+                          "lag_h": lag / 3600.0})
+    return frame.groupby("kind").agg(visits=("lag_h", "size"), just_after=("just_after", "mean"),
+                                     median_lag_h=("lag_h", "median"))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", required=True)
@@ -85,6 +122,10 @@ def main(argv=None) -> int:
         table = timed_by_kind(state, kinds, params, plan)
         print(f"seed {seed}, state dt={dt}, {len(state)} URLs, lanes of plan dt={plan_dt}:")
         print(table.round(3).to_string())
+        if "change_s" in kinds.columns:  # backtests from 071f08a's successor on
+            print("visits to publishers with a fixed change time, every planned day:")
+            print(placement_by_kind(schedules(os.path.join(run, "data")), kinds)
+                  .round(3).to_string())
         tables.append(table.assign(seed=seed))
     if len(tables) > 1:
         both = pd.concat(tables).reset_index()
