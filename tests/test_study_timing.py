@@ -46,6 +46,8 @@ def test_placement_counts_visits_just_after_the_change_instant():
     at = [mon + pd.Timedelta(hours=h) for h in (15.25, 24 + 14.5, 48 + 15.9, 48 + 9.5, 1)]
     visits = pd.DataFrame({"url": ["d", "d", "d", "w", "p"], "not_before": at,
                            "lane": "refresh"})
+    # as the schedule files store it: microseconds
+    visits["not_before"] = visits["not_before"].astype("datetime64[us, UTC]")
     out = placement_by_kind(visits, truth)
     assert list(out.index) == ["daily", "weekly"]            # no fixed instant: left out
     assert out.loc["daily", "visits"] == 3

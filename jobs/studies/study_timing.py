@@ -96,7 +96,8 @@ def placement_by_kind(visits: pd.DataFrame, truth: pd.DataFrame,
     per kind, the visits, the share within ``just_after_s`` after the change instant (fresh
     for nearly a whole period when it changed) and the median lag in hours."""
     t = visits.merge(truth[truth["period_s"].notna()], on="url", how="inner")
-    when = pd.to_datetime(t["not_before"], utc=True).astype("int64").to_numpy() / 1e9
+    when = (pd.to_datetime(t["not_before"], utc=True)
+            - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
     period = t["period_s"].to_numpy(float)
     origin = np.where(period == timing.WEEK_S, 4 * timing.DAY_S, 0.0)  # Monday 1970-01-05
     lag = np.mod(when - origin - t["change_s"].to_numpy(float), period)
