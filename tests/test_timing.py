@@ -136,6 +136,35 @@ def test_due_visits_of_a_timed_page_land_after_its_change_time():
     assert v.loc["b", "due_s"] == w0 + 14 * 3600  # even spacing from the last fetch
 
 
+def test_a_timed_page_planned_day_by_day_gets_its_planned_rate():
+    """Plan 8 weeks one day at a time, the last visit feeding the next day (as update_state
+    does). A weekly page (Wednesday 09:00) at one visit a week, last fetched on a Monday, and a
+    daily page (03:00) at one visit every 2 days, last fetched at 22:00: every planned visit
+    happens, each just after the phase. Snapping each day's next grid point instead skipped a
+    period whenever the nearest phase fell in the next window."""
+    cases = {"weekly": (WEEK_S, 2 * DAY_S + 9 * 3600, 1 / 7, MON - 2 * DAY_S + 10 * 3600),
+             "daily": (DAY_S, 3 * 3600.0, 0.5, MON - 2 * 3600.0)}
+    for name, (period, phase, rate, last) in cases.items():
+        visits = []
+        for day in range(56):
+            w0 = MON + day * DAY_S
+            page = pd.DataFrame({"url": [name], "rate": [rate], "rhythm_from_s": [last],
+                                 "last_success_s": [last], "lambda_hat": [0.2],
+                                 "importance": [1.0], "lane": ["refresh"],
+                                 "period_s": [period], "phase_s": [phase], "spread_s": [60.0]})
+            due = plan.due_visits(page, w0, w0 + DAY_S, lag_s=600.0)["due_s"].to_numpy()
+            visits += list(due)
+            if len(due):
+                last = due[-1]
+        visits = np.array(visits)
+        # every planned visit but the boundary's (the daily page's first is on day 2: Wednesday
+        # 03:10 is the phase nearest Tuesday 22:00); the old snapping never visited it at all
+        assert len(visits) >= round(56 * rate) - 1 and np.all(np.diff(visits) == DAY_S / rate)
+        origin = 4 * DAY_S if period == WEEK_S else 0.0
+        lag = np.mod(visits - origin - phase, period)
+        assert np.all((lag >= 600) & (lag <= 600 + 2 * 60 + 1))
+
+
 def test_a_push_signal_on_a_timed_page_waits_for_its_phase_inside_the_window():
     """A signal says the page changed at its last phase. Daily (15:00): a visit at the window
     start would be fresh only until 15:00, one at 15:10 until tomorrow's change, so the

@@ -91,13 +91,21 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     if "period_s" in pages.columns:
         r = timing.Rhythm(*(pages[c].to_numpy(dtype=float)
                             for c in ("period_s", "phase_s", "spread_s")))
-        snapped = timing.snap_to_phase(first_due, period, r, lag_s, window_start)
+        # A timed page's next visit is the phase instant nearest one visit period after its
+        # last; once that has passed, the next phase instant from the window on. (Snapping the
+        # next grid point of each day's window instead skipped a whole period whenever the
+        # nearest phase fell in the next window: weekly pages planned at one visit a week got
+        # one in four weeks.)
+        after_last = np.where(np.isnan(last), window_start, last + period)
+        snapped = timing.snap_to_phase(after_last, period, r, lag_s, -np.inf)
+        snapped = np.where(snapped < window_start, timing.snap_to_phase(
+            np.full(len(pages), window_start), period, r, lag_s, window_start), snapped)
         # A push signal says a timed page changed at its last phase: a visit just after its
         # next phase keeps it fresh until the change after that, one at the window start only
         # until that phase. So it waits for the phase when it comes inside the window.
         signal = pages["signal"].to_numpy(dtype=bool) if "signal" in pages.columns \
             else np.zeros(len(pages), bool)
-        first_due = np.where(signal & (snapped >= window_end), first_due, snapped)
+        first_due = np.where(r.timed & ~(signal & (snapped >= window_end)), snapped, first_due)
     n = np.where(first_due < window_end,
                  np.ceil((window_end - first_due) / period).astype(np.int64), 0)
     n = np.minimum(n, max_visits_per_url)
