@@ -98,9 +98,11 @@ a week or two apart are enough, where its own evidence would need five, five wee
 change bit for every URL the planner may time this way
 (:func:`last_modified_is_change_bit`).
 
-**Placement.** :func:`snap_to_phase` moves each timed page's first due visit of the window to
-the nearest instant ``phase + lag`` of its period, where ``lag = visit_lag_s`` + two circular
-standard deviations: the host's slots then put it at or after that instant.
+**Placement.** A timed page's next visit is the instant ``phase + lag`` of its period nearest one
+visit period after its last fetch (:func:`snap_to_phase`), where ``lag = visit_lag_s`` + two
+circular standard deviations, or, once that instant has passed, the next one from the window
+on (:func:`jobs.core.plan.due_visits`): the host's slots then put it at or after that
+instant.
 """
 from __future__ import annotations
 
