@@ -30,6 +30,7 @@ from jobs.backtest import audit
 from jobs.backtest.report import page_kinds
 from jobs.config import Config, load_config, toml_text
 from jobs.core.plan import host_cap
+from jobs.core.timing import DAY_S, WEEK_S
 from jobs.sim import Simulation, WebParams, run_history
 from jobs.sim.params import web_overrides
 from jobs.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCHEMA,
@@ -185,8 +186,8 @@ def write_inputs(sim: Simulation, root: Path, day: int) -> None:
     # Publishers' fixed change instant: seconds into the day (UTC) or into the week from
     # Monday 00:00 UTC, as jobs.core.timing counts phases; NaN for pages without one.
     weekly, daily = kinds == "weekly", kinds == "daily"
-    period = np.where(weekly, 7 * 86400.0, np.where(daily, 86400.0, np.nan))
-    change = pg.hour[known] * 86400.0 + np.where(weekly, np.maximum(pg.weekday[known], 0), 0) * 86400.0
+    period = np.where(weekly, WEEK_S, np.where(daily, DAY_S, np.nan))
+    change = (pg.hour[known] + np.where(weekly, np.maximum(pg.weekday[known], 0), 0)) * DAY_S
     write_table(pa.table({"url": pa.array(pg.url[known], pa.string()),
                           "kind": pa.array(kinds.astype(str), pa.string()),
                           "period_s": pa.array(period, pa.float64()),

@@ -94,8 +94,8 @@ on their own weekday: such a URL, whose dated changes also agree on the week cir
 adds no spread to the day's, so they all fell on one weekday) and whose rate is about one
 change a week (:math:`\hat\lambda \cdot 7 \le` ``few_dates_max_changes_per_week``, which a daily
 publisher's Poisson-equivalent rate exceeds), is timed on the week instead: two dated changes
-a week or two apart are enough, where its own evidence would need five, five weeks. The fold reads Last-Modified as a plain
-change bit for every URL the planner may time this way
+a week or two apart are enough, where its own evidence would need five, five weeks. The fold
+reads Last-Modified as a plain change bit for every URL the planner may time this way
 (:func:`last_modified_is_change_bit`).
 
 **Placement.** A timed page's next visit is the instant ``phase + lag`` of its period nearest one
@@ -115,7 +115,7 @@ from jobs.core.freshness import freshness
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
 #: Monday 1970-01-05 00:00 UTC: week phases count from a Monday midnight.
-_WEEK_ORIGIN_S = 4 * DAY_S
+WEEK_ORIGIN_S = 4 * DAY_S
 
 #: Decayed weight, then (cos, sin) sums on the day circle and on the week circle.
 TIMING_COLUMNS = ("tod_n", "tod_cos", "tod_sin", "tow_cos", "tow_sin")
@@ -165,7 +165,7 @@ def decayed(sums: dict, factor) -> dict:
 def _angles(when_s):
     t = np.asarray(when_s, dtype=float)
     return (2 * np.pi * np.mod(t, DAY_S) / DAY_S,
-            2 * np.pi * np.mod(t - _WEEK_ORIGIN_S, WEEK_S) / WEEK_S)
+            2 * np.pi * np.mod(t - WEEK_ORIGIN_S, WEEK_S) / WEEK_S)
 
 
 def add_changes(sums: dict, rows, when_s, weight) -> None:
@@ -219,7 +219,7 @@ def rhythm(sums: dict, params: TimingParams, lam) -> Rhythm:
     for p_s, c, s in ((DAY_S, "tod_cos", "tod_sin"), (WEEK_S, "tow_cos", "tow_sin")):
         cos, sin = np.asarray(sums[c], dtype=float), np.asarray(sums[s], dtype=float)
         r = np.clip(np.hypot(cos, sin) / safe_n, 0.0, 1.0)
-        sd = _sd_rad(r) / (2 * np.pi) * p_s
+        sd = _sd_s(r, p_s)
         # Few changes do when they are tight (module notes, "Tight evidence").
         tight = few & (sd <= params.tight_spread_s) & (
             p_s == DAY_S or lam * p_s / DAY_S <= params.few_dates_max_changes_per_week)
@@ -270,6 +270,11 @@ def _sd_rad(r):
     return np.sqrt(-2.0 * np.log(np.clip(r, 1e-300, 1.0)))
 
 
+def _sd_s(r, period_s):
+    """Circular sd (seconds) on a circle of ``period_s`` from the mean resultant length."""
+    return _sd_rad(r) / (2 * np.pi) * period_s
+
+
 def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
                   eligible=None) -> Rhythm:
     r""":func:`rhythm`, plus the day rhythm of URLs whose few dated changes sit at their host's
@@ -315,7 +320,7 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     day_angle = np.mod(np.arctan2(sin[take], cos[take]), 2 * np.pi)
     period[take] = np.where(weekly, WEEK_S, DAY_S)
     phase[take] = np.where(weekly, week_angle / (2 * np.pi) * WEEK_S, day_angle / (2 * np.pi) * DAY_S)
-    spread[take] = sd_h[codes[take]] / (2 * np.pi) * DAY_S
+    spread[take] = sd_h[codes[take]] / (2 * np.pi) * DAY_S  # sd_h is in radians already
     return Rhythm(period, phase, spread)
 
 
@@ -327,9 +332,7 @@ def _on_one_weekday(sums: dict, rows, n, lam, params: TimingParams) -> np.ndarra
     safe = np.where(n[rows] > 0, n[rows], 1.0)
     r_day = np.hypot(sums["tod_cos"][rows], sums["tod_sin"][rows]) / safe
     r_week = np.hypot(sums["tow_cos"][rows], sums["tow_sin"][rows]) / safe
-    day_sd_s = _sd_rad(r_day) / (2 * np.pi) * DAY_S
-    week_sd_s = _sd_rad(r_week) / (2 * np.pi) * WEEK_S
-    return (week_sd_s <= day_sd_s + params.host_min_spread_s) & (
+    return (_sd_s(r_week, WEEK_S) <= _sd_s(r_day, DAY_S) + params.host_min_spread_s) & (
         lam[rows] * WEEK_S / DAY_S <= params.few_dates_max_changes_per_week)
 
 
@@ -356,7 +359,7 @@ def snap_to_phase(first_due_s, visit_period_s, r: Rhythm, lag_s: float, window_s
     if not timed.any():
         return due
     period = np.where(timed, r.period_s, DAY_S)
-    origin = np.where(period == WEEK_S, _WEEK_ORIGIN_S, 0.0)
+    origin = np.where(period == WEEK_S, WEEK_ORIGIN_S, 0.0)
     target = origin + np.nan_to_num(r.phase_s) + lag_s + 2.0 * np.nan_to_num(r.spread_s)
     # The occurrence of the target nearest to the due instant, then the visit grid shifted
     # through it (a page visited more often than its period keeps its spacing).

@@ -99,7 +99,7 @@ def placement_by_kind(visits: pd.DataFrame, truth: pd.DataFrame,
     when = (pd.to_datetime(t["not_before"], utc=True)
             - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
     period = t["period_s"].to_numpy(float)
-    origin = np.where(period == timing.WEEK_S, 4 * timing.DAY_S, 0.0)  # Monday 1970-01-05
+    origin = np.where(period == timing.WEEK_S, timing.WEEK_ORIGIN_S, 0.0)
     lag = np.mod(when - origin - t["change_s"].to_numpy(float), period)
     frame = pd.DataFrame({"kind": t["kind"], "just_after": lag <= just_after_s,
                           "lag_h": lag / 3600.0})
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
         table = timed_by_kind(state, kinds, params, plan)
         print(f"seed {seed}, state dt={dt}, {len(state)} URLs, lanes of plan dt={plan_dt}:")
         print(table.round(3).to_string())
-        if "change_s" in kinds.columns:  # backtests from 071f08a's successor on
+        if "change_s" in kinds.columns:  # backtests from 5b245ac on
             print("visits to publishers with a fixed change time, every planned day:")
             print(placement_by_kind(schedules(os.path.join(run, "data")), kinds)
                   .round(3).to_string())
