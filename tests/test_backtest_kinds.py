@@ -105,6 +105,8 @@ def test_report_carries_the_kind_table(tmp_path):
     assert rows[("oracle", "all")]["freshness_vs_oracle_mean"] == 1.0
     per_seed = pd.read_parquet(tmp_path / "data" / "kinds.parquet")
     assert len(per_seed) == 2 * 2 * 6
+    pages = pd.read_parquet(tmp_path / "data" / "pages.parquet")  # the per-page frame, whole
+    pd.testing.assert_frame_equal(pages, HAND.reset_index(drop=True), check_dtype=False)
     html = path.read_text()
     assert "Freshness per page kind" in html and "÷ oracle, importance-weighted" in html
     assert html.count("<table") == 3  # statuses, truth metrics, kinds

@@ -164,14 +164,43 @@ def test_signal_claims_are_scored_and_trusted_ones_pend():
                   "2026-11-02", signals=sig).set_index("url")
     assert "zz" not in s2.index                      # signals do not create URLs
     assert s2.loc["u", "ev_sig_correct"] == 1 and s2.loc["w", "ev_sig_wrong"] == 1
-    # A trusted, confirmed claim dates the change like a Last-Modified (3 h before the fetch).
-    assert s2.loc["u", "lm_changes"] == 1 and s2.loc["u", "lm_exposure"] == pytest.approx(0.125)
+    # A trusted, confirmed claim dates the change (for the rhythm) but is no modification
+    # age: it does not say the page stayed unchanged from the claim to the fetch.
+    assert s2.loc["u", "lm_n"] == 0 and s2.loc["u", "tod_n"] == 1.0
     assert s2.loc["w", "lm_n"] == 0 and pd.isna(s2.loc["u", "pending_signal_at"])
     sig3 = sig.assign(signaled_at=pd.to_datetime(["2026-11-03T09:00Z"] * 3, utc=True))
     s3 = fold_day(s2.reset_index(), logs([]), "2026-11-03", signals=sig3).set_index("url")
     assert s3.loc["u", "pending_signal_at"] == pd.Timestamp("2026-11-03T09:00Z")
     assert pd.isna(s3.loc["w", "pending_signal_at"])  # untrusted: ignored, still armed
     assert s3.loc["w", "signal_claim_at"] == pd.Timestamp("2026-11-03T09:00Z")
+
+
+def test_a_fast_page_announced_once_a_day_is_not_read_as_slow():
+    """A sitemap's lastmod (and the simulator's push sources) announce a page's *last* change
+    of the day. For a page that changes 30 times a day the claim lies hours before the next
+    fetch while the page changed many times since: read as a modification age (no change
+    from the claim to the fetch) it biased λ̂ low (the backtest's fast front pages on hosts
+    without validators: true λ 28-46, λ̂ 5-13). Fetched every 4 h, nearly every fetch changed."""
+    rng = np.random.default_rng(3)
+    lam, days = 30.0, 20
+    change_t = np.sort(rng.uniform(0, days, rng.poisson(lam * days)))  # in days from Nov 1
+    start = pd.Timestamp("2026-11-01T00:00Z")
+    state = empty_state()
+    for d in range(days):
+        fetches = [(("u", str(start + pd.Timedelta(days=d, hours=h)), 200, None, None,
+                     f"v{np.searchsorted(change_t, d + h / 24)}")) for h in (2, 6, 10, 14, 18, 22)]
+        before = change_t[(change_t >= d - 1) & (change_t < d)]  # yesterday's last change
+        sig = pd.DataFrame({"url": ["u"] * min(len(before), 1), "signal_trusted": True,
+                            "signaled_at": [start + pd.Timedelta(days=float(before[-1]))]
+                            if len(before) else []})
+        run = str((start + pd.Timedelta(days=d)).date())
+        state = state_update.fold_day(state, logs(fetches, trust=False), run, P,
+                                      sig if d else None, estimate=True)
+    row = state.iloc[0]
+    assert row.n_observations == 6 * days - 1 and row.n_changes >= row.n_observations - 2
+    assert row.lm_n == 0
+    # With each claim read as the page's age: 16.1 in [13.2, 19.6], the truth outside.
+    assert row.lambda_lo <= lam <= row.lambda_hi and row.lambda_hat > 20.0
 
 
 def test_incremental_equals_one_shot_fold():

@@ -375,7 +375,7 @@ def _allocation(sim: Simulation, visits0: np.ndarray, seen0: tuple, days: int) -
         now = np.concatenate([now, np.zeros(max(n - len(now), 0))])[:n]
         return now - np.concatenate([before, np.zeros(n - len(before))])[:n]
 
-    return pd.DataFrame({"host": sim.web.hosts.name[pg.host[:n]],
+    return pd.DataFrame({"url": pg.url[:n], "host": sim.web.hosts.name[pg.host[:n]],
                          "lam": pg.lam_eff[:n], "importance": pg.importance[:n],
                          "kind": pg.kind[:n], "front": pg.section[:n] < 0,
                          "visits_per_day": since(sim.copies.visits, visits0) / days,

@@ -11,6 +11,8 @@ Layout under ``out``::
     data/audit.parquet     per policy, seed and day: audit estimates, intervals and truth
     data/sweep.parquet     freshness against budget
     data/kinds.parquet     per policy, seed and page kind: freshness and its ratio to the oracle
+    data/pages.parquet     per policy, seed and page: url, kind, true λ, importance, visits/day,
+                           days observed and fresh (what the per-kind table sums)
 """
 from __future__ import annotations
 
@@ -327,7 +329,7 @@ def write_report(out: Path, spec: dict, command: str, metrics: pd.DataFrame,
     kinds = kind_freshness(alloc) if not alloc.empty else pd.DataFrame()
     ktable = kind_table(kinds)
     for name, df in (("daily", daily), ("allocation", bins), ("hosts", hosts), ("audit", audit),
-                     ("sweep", sweep), ("metrics", metrics), ("kinds", kinds)):
+                     ("sweep", sweep), ("metrics", metrics), ("kinds", kinds), ("pages", alloc)):
         df.to_parquet(data / f"{name}.parquet", index=False)
     (data / "summary.json").write_text(json.dumps(
         {"spec": spec, "command": command, "notes": notes, "headline": headline(table),
