@@ -342,6 +342,56 @@ def test_lognormal_prior_mode_solves_its_equation_for_every_history():
     np.testing.assert_allclose(mixed["lambda_hat"].iloc[1:], res["lambda_hat"].iloc[1:])
 
 
+def _lognormal_root(counts, tsum, unch_t, alpha, beta):
+    keep = counts > 0
+    c, tb = counts[keep], tsum[keep] / counts[keep]
+
+    def score(u):
+        lam = np.exp(u)
+        with np.errstate(over="ignore"):
+            return ((c * lam * tb / np.expm1(lam * tb)).sum() - unch_t * lam
+                    - alpha * (u - np.log(alpha / beta)))
+
+    return brentq(score, -40.0, 40.0, xtol=1e-14)
+
+
+def test_a_weak_prior_and_every_fetch_changed_converge_to_the_mode():
+    """Newton from the prior's centre stepped far above the mode (the prior's pull is weak,
+    the changed bits' almost flat), the step back landed on the bracket end it came from,
+    and the two alternated for all 100 iterations: λ̂ came back as the prior's centre (or the
+    far end), unconverged. A backtest page, λ = 50/day, 26 changed fetches, group prior
+    0.208/day: λ̂ was 0.208 in [0.196, 2e13]. 10-31 such URLs per seed of the backtest."""
+    s = est.empty_stats(1)
+    counts = np.zeros(est.N_BINS)
+    tsum = np.zeros(est.N_BINS)
+    counts[2:9] = [2.84, 9.8, 6.65, 1.97, 0.98, 0.93, 1.76]
+    tsum[2:9] = [0.61, 2.748, 3.177, 1.521, 1.509, 3.617, 11.145]
+    s.loc[0, list(est.CHANGED_COUNT_COLUMNS)] = counts
+    s.loc[0, list(est.CHANGED_TSUM_COLUMNS)] = tsum
+    for alpha in (0.05, 0.2, 0.5, 1.0, 2.0):
+        beta = alpha / 0.20817688810736226
+        res = est.estimate_rate(s, alpha, beta, prior_family="lognormal")
+        assert res["converged"].all()
+        root = _lognormal_root(counts, tsum, 0.0, alpha, beta)
+        assert np.log(res["lambda_hat"].iloc[0]) == pytest.approx(root, abs=1e-8)
+        assert res["lambda_lo"].iloc[0] < res["lambda_hat"].iloc[0] < res["lambda_hi"].iloc[0]
+    # And any all-changed history under any prior weight: the mode, converged.
+    rng = np.random.default_rng(8)
+    n = 300
+    rows = np.repeat(np.arange(n), 10)
+    t = 10 ** rng.uniform(-1.5, 0.7, rows.size)
+    s = stats_from(rows, t, np.ones(rows.size, bool), n)
+    alpha = 10 ** rng.uniform(-1.5, 1.0, n)
+    beta = alpha / 10 ** rng.uniform(-2, 1, n)
+    res = est.estimate_rate(s, alpha, beta, prior_family="lognormal")
+    assert res["converged"].all()
+    counts = s[list(est.CHANGED_COUNT_COLUMNS)].to_numpy()
+    tsums = s[list(est.CHANGED_TSUM_COLUMNS)].to_numpy()
+    for i in range(0, n, 7):
+        root = _lognormal_root(counts[i], tsums[i], 0.0, alpha[i], beta[i])
+        assert np.log(res["lambda_hat"].iloc[i]) == pytest.approx(root, abs=1e-8)
+
+
 def test_prior_family_is_checked():
     s = stats_from([0], [1.0], [True], 1)
     with pytest.raises(ValueError):

@@ -98,9 +98,14 @@ class CensoredPosterior:
 def solve_decreasing(fun, lo, hi, rows, *, x0=None, xtol=1e-12, maxiter=100):
     """Safeguarded Newton for a decreasing function on brackets ``[lo, hi]``, vectorised.
 
-    ``fun(x, rows)`` returns ``(f, f')``. A Newton step that leaves the current
-    bracket (or is not finite) is replaced by bisection, so every row converges
-    at least linearly; near the root steps are Newton (quadratic).
+    ``fun(x, rows)`` returns ``(f, f')``. A Newton step is taken only when it lands
+    strictly inside the current bracket and moves less than half its width; otherwise
+    the row bisects (the guard of *rtsafe*, Press et al., *Numerical Recipes*, 3rd ed.,
+    §9.4), so the bracket at least halves every other iteration and every row converges;
+    near the root steps are Newton (quadratic). Newton alone can cycle: from a point far
+    below a flat root it overshoots to the far bracket end, and the step back lands on the
+    end it came from (an all-changed page under a weak log-normal prior did, for all
+    ``maxiter`` iterations).
 
     Returns
     -------
@@ -123,12 +128,15 @@ def solve_decreasing(fun, lo, hi, rows, *, x0=None, xtol=1e-12, maxiter=100):
         hi[active] = np.where(above, hi[active], xa)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = xa - f / df
+        width = hi[active] - lo[active]
         inside = np.isfinite(step) & (step >= lo[active]) & (step <= hi[active])
         tol = xtol * (1.0 + np.abs(xa))
         # Judge convergence on the Newton step itself: at the root it lands on
         # a bracket end, which must not trigger a bisection away from it.
-        done = (f == 0) | (inside & (np.abs(step - xa) <= tol)) | (hi[active] - lo[active] <= tol)
-        new = np.where(inside, step, 0.5 * (lo[active] + hi[active]))
+        done = (f == 0) | (inside & (np.abs(step - xa) <= tol)) | (width <= tol)
+        newton = done & inside | inside & (step > lo[active]) & (step < hi[active]) \
+            & (np.abs(step - xa) < 0.5 * width)
+        new = np.where(newton, step, 0.5 * (lo[active] + hi[active]))
         x[active] = np.where(f == 0, xa, new)
         converged[active] = done
         active = active[~done]
