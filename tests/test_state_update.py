@@ -175,6 +175,27 @@ def test_signal_claims_are_scored_and_trusted_ones_pend():
     assert s3.loc["w", "signal_claim_at"] == pd.Timestamp("2026-11-03T09:00Z")
 
 
+def test_last_modified_now_is_the_servers_clock_not_a_change_instant():
+    """Dynamic pages send ``Last-Modified: <now>``. A host trusted early (its first changed
+    fetches agreed with the validator) turned one such header into an age of 0.5 s: λ̂ of a
+    page changing 7 times a day read as 2,076 in [12.6, 108,836] for weeks (the backtest,
+    seed 1). An instant within the HTTP-date resolution of the fetch neither dates a change
+    nor is an age; one ten minutes back still is both."""
+    t1, t2 = "2026-11-01T06:00:00.400Z", "2026-11-02T06:00:00.500Z"
+    now = lambda t: pd.Timestamp(t).strftime("%a, %d %b %Y %H:%M:%S GMT")  # noqa: E731
+    day1 = logs([("u", t1, 200, None, now(t1), "a"),
+                 ("v", t1, 200, None, now(t1), "a")])
+    s1 = fold_day(empty_state(), day1, "2026-11-01")
+    ten_min_back = now(pd.Timestamp(t2) - pd.Timedelta(minutes=10))
+    day2 = logs([("u", t2, 200, None, now(t2), "b"),             # Last-Modified: now
+                 ("v", t2, 200, None, ten_min_back, "b")])       # a real modification
+    s2 = fold_day(s1, day2, "2026-11-02").set_index("url")
+    assert s2.loc["u", "n_changes"] == 1 and s2.loc["u", "lm_n"] == 0
+    assert s2.loc["u", "tod_n"] == 0                               # no change instant either
+    assert s2.loc["v", "lm_changes"] == 1 and s2.loc["v", "tod_n"] == 1.0
+    assert s2.loc["v", "lm_exposure"] == pytest.approx(600.5 / 86400, rel=1e-6)
+
+
 def test_a_fast_page_announced_once_a_day_is_not_read_as_slow():
     """A sitemap's lastmod (and the simulator's push sources) announce a page's *last* change
     of the day. For a page that changes 30 times a day the claim lies hours before the next

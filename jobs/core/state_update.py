@@ -47,6 +47,10 @@ BASE_COLUMNS = [
     "n_changes", "exposure_days", "n_errors", "consecutive_gone", "gone", "signal_claim_at",
     "pending_signal_at", "importance", "lane", "updated_dt",
 ]
+#: A Last-Modified this close to its response is the server's clock, not a modification:
+#: dynamic pages send ``Last-Modified: <now>``, and HTTP-date counts whole seconds.
+LAST_MODIFIED_NOW_S = 2.0
+
 STATE_COLUMNS = BASE_COLUMNS + list(es.STATS_COLUMNS) + list(timing.TIMING_COLUMNS)
 
 
@@ -208,9 +212,12 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         # Two fetches at the same instant carry no interval: not an observation.
         observed = c["observed"] & (interval_days > 0)
         changed = c["changed"] & observed
-        # Trusted Last-Modified: changed fetches reveal the modification instant.
-        lm_info = np.where(l_trust_lm[sel] & observed,
-                           np.where(changed, np.clip((t - l_lm_s[sel]) / DAY_S, 0, None), 0.0),
+        # Trusted Last-Modified: changed fetches reveal the modification instant, unless
+        # it is the response's own clock (no age, no instant: a plain changed bit).
+        lm_age_s = t - l_lm_s[sel]
+        lm_usable = l_trust_lm[sel] & observed & ~(changed & (lm_age_s <= LAST_MODIFIED_NOW_S))
+        lm_info = np.where(lm_usable,
+                           np.where(changed, np.clip(lm_age_s / DAY_S, 0, None), 0.0),
                            np.nan)
         # The modification instant dates the change for the rhythm (before a confirmed claim
         # may date it instead: claims count when they arrive). A timed page's instant carries
