@@ -134,8 +134,8 @@ def solve_decreasing(fun, lo, hi, rows, *, x0=None, xtol=1e-12, maxiter=100):
         # Judge convergence on the Newton step itself: at the root it lands on
         # a bracket end, which must not trigger a bisection away from it.
         done = (f == 0) | (inside & (np.abs(step - xa) <= tol)) | (width <= tol)
-        newton = done & inside | inside & (step > lo[active]) & (step < hi[active]) \
-            & (np.abs(step - xa) < 0.5 * width)
+        strictly = (step > lo[active]) & (step < hi[active]) & (np.abs(step - xa) < 0.5 * width)
+        newton = inside & (done | strictly)
         new = np.where(newton, step, 0.5 * (lo[active] + hi[active]))
         x[active] = np.where(f == 0, xa, new)
         converged[active] = done

@@ -25,10 +25,10 @@ import os
 import numpy as np
 import pandas as pd
 
+from jobs.backtest.report import page_kinds
 from jobs.studies.study_timing import newest
 
 LAMBDA_EDGES = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, np.inf)
-KIND_NAMES = {0: "poisson", 1: "daily", 2: "bursty", 3: "weekly"}
 
 
 def evidence_class(trust_lm, signal_trusted) -> np.ndarray:
@@ -56,8 +56,9 @@ def gap_table(pages: pd.DataFrame, mu: float) -> pd.DataFrame:
         pages=("net", "size"), net=("net", "sum"), log_err=("log_err", "median"))
 
 
-def seed_pages(out: str, workdir: str, seed: int) -> tuple[pd.DataFrame, float]:
-    """One seed's per-page frame joined to the optimal run's state and hosts, and μ."""
+def seed_pages(out: str, workdir: str, seed: int) -> tuple[pd.DataFrame, float, int]:
+    """One seed's per-page frame joined to the optimal run's state and hosts, μ, and the
+    pages left out (never observed in the window, or without a λ̂)."""
     alloc = pd.read_parquet(os.path.join(out, "data", "pages.parquet"))
     alloc = alloc[alloc["seed"] == seed]
     cols = ["url", "visits_per_day", "obs_days", "fresh_days"]
@@ -72,16 +73,16 @@ def seed_pages(out: str, workdir: str, seed: int) -> tuple[pd.DataFrame, float]:
         hosts[["host", "trust_lm", "signal_trusted"]], on="host", how="left")
     both = both.merge(state[["url", "lambda_hat", "trust_lm", "signal_trusted"]], on="url",
                       how="inner")
-    kind = np.where(both["front"], "front", both["kind"].map(KIND_NAMES).fillna("other"))
     pages = pd.DataFrame({
-        "kind": kind, "lam": both["lam"], "lambda_hat": both["lambda_hat"],
+        "kind": page_kinds(both), "lam": both["lam"], "lambda_hat": both["lambda_hat"],
         "cls": evidence_class(both["trust_lm"].fillna(False), both["signal_trusted"].fillna(False)),
         "importance": both["importance"],
         "F": both["fresh_days"] / both["obs_days"],
         "F_oracle": both["fresh_days_oracle"] / both["obs_days_oracle"],
-        "f": both["visits_per_day"], "f_oracle": both["visits_per_day_oracle"]}).dropna()
+        "f": both["visits_per_day"], "f_oracle": both["visits_per_day_oracle"]})
+    kept = pages.dropna()
     mu = float(plan.loc[plan["reason"] == "multiplier", "marginal_value"].median())
-    return pages, mu
+    return kept, mu, len(pages) - len(kept)
 
 
 def main(argv=None) -> int:
@@ -92,10 +93,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     tables = []
     for seed in args.seeds:
-        pages, mu = seed_pages(args.out, args.workdir, seed)
+        pages, mu, left_out = seed_pages(args.out, args.workdir, seed)
         table = gap_table(pages, mu)
         by_kind = table.groupby(level="kind")["net"].sum()
-        print(f"seed {seed}: μ = {mu:.3f}; net per kind (% of the oracle's weighted freshness): "
+        print(f"seed {seed}: {len(pages)} pages ({left_out} left out: never observed in the "
+              f"window or no λ̂); μ = {mu:.3f}; net per kind (% of the oracle's weighted freshness): "
               + ", ".join(f"{k} {v:+.2f}" for k, v in by_kind.items())
               + f"; all {by_kind.sum():+.2f}")
         tables.append(table.assign(seed=seed).reset_index())
