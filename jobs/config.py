@@ -341,6 +341,13 @@ class TimingConfig:
                                                  "weekly publisher changes at most once a week "
                                                  "(-ln(1 - 0.95) = 3.0 at p = 0.95), a daily one "
                                                  "about 4.9 times (p = 0.5) or more.", default=3.0)
+    burst_max_poisson_prob: float = _doc("A URL whose trusted Last-Modified at its last fetch is so "
+                                         "recent that its lambda_hat gives such an age at most "
+                                         "this probability is mid-burst (jobs/core/bursts.py): its "
+                                         "next visit moves to burst_recheck_s after that fetch. "
+                                         "0: off. Off with timing.enabled = false.", default=0.02)
+    burst_recheck_s: float = _doc("Seconds after a mid-burst fetch its URL is visited again, when "
+                                  "that is sooner than its rhythm.", default=43200.0)
 
 
 @dataclass(frozen=True)
@@ -569,6 +576,9 @@ def _validate_update_sections(c: Config) -> None:
                           "host_min_log_odds finite >= 0, 0 < host_min_spread_s <= 43200 and "
                           "few_dates_max_changes_per_week and tight_min_dated_changes finite >= 0, "
                           "0 < tight_spread_s <= 43200")
+    if not (0 <= tm.burst_max_poisson_prob < 1 and 0 < tm.burst_recheck_s <= 7 * 86400):
+        raise ConfigError("need 0 <= timing.burst_max_poisson_prob < 1 and "
+                          "0 < timing.burst_recheck_s <= 604800 (one week)")
     for key, value in (("estimation.level", e.level), ("audit.level", a.level)):
         if not 0 < value < 1:
             raise ConfigError(f"{key} must be in (0, 1)")

@@ -51,7 +51,9 @@ def timing_params(cfg: Config) -> timing.TimingParams:
                                host_min_spread_s=t.host_min_spread_s,
                                few_dates_max_changes_per_week=t.few_dates_max_changes_per_week,
                                tight_min_dated_changes=t.tight_min_dated_changes,
-                               tight_spread_s=t.tight_spread_s)
+                               tight_spread_s=t.tight_spread_s,
+                               burst_max_poisson_prob=t.burst_max_poisson_prob,
+                               burst_recheck_s=t.burst_recheck_s)
 
 
 def update_params(cfg: Config) -> state_update.UpdateParams:

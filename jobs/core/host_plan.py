@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from jobs.core import http_fields, lanes, plan, plan_table, plan_work, timing
+from jobs.core import bursts, http_fields, lanes, plan, plan_table, plan_work, timing
 from jobs.core import observations as ob
 from jobs.core.host_groups import HostGroups
 from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context, re-exported)
@@ -180,6 +180,29 @@ def rhythm_anchor(last_fetch_s, last_success_s, pages: pd.DataFrame) -> np.ndarr
     return np.where(failed, np.asarray(last_success_s, dtype=float), last_fetch)
 
 
+def _burst_rechecks(pages: pd.DataFrame, work: pd.DataFrame, last_success, lane, period_s,
+                    live, ctx: PlanContext) -> dict:
+    """``recheck_s``/``recheck_p`` of the refresh pages caught mid-burst at their last
+    successful fetch, whose Last-Modified the state holds (:func:`jobs.core.bursts.burst_recheck`):
+    untimed, on a host whose Last-Modified is trusted. Only those pages' values are parsed."""
+    n = len(pages)
+    out = {"recheck_s": np.full(n, np.nan), "recheck_p": np.full(n, np.nan)}
+    t = ctx.timing
+    if t is None or not t.enabled or t.burst_max_poisson_prob <= 0 or "last_modified" not in pages:
+        return out
+    rows = np.flatnonzero(live & (lane == "refresh") & np.isnan(period_s)
+                          & np.isfinite(last_success) & plan_work.flag(pages, "trust_lm", False))
+    if rows.size == 0:
+        return out
+    modified = http_fields.parse_http_dates(pages["last_modified"].to_numpy(dtype=object)[rows])
+    at, p = bursts.burst_recheck(last_success[rows], modified,
+                                 work["lambda_hat"].to_numpy(dtype=float)[rows],
+                                 np.ones(rows.size, bool), t.burst_max_poisson_prob,
+                                 t.burst_recheck_s)
+    out["recheck_s"][rows], out["recheck_p"][rows] = at, p
+    return out
+
+
 def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     """Pass 3: every host's capped candidate visits, best first, plus one figures row per
     host (``url`` null, :data:`HOST_FIGURES`; the visits leave those columns null) and one
@@ -226,14 +249,16 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # A timed page's visits go just after its learnt change time; a signal is due now, or at
     # that time when it comes inside the window (plan.due_visits).
     timed = {c: work[c].to_numpy() for c in TIMED_COLUMNS}
-    frame = pd.DataFrame({**page_cols, "lane": lane, **timed})
+    recheck = _burst_rechecks(pages, work, last_success, lane, timed["period_s"],
+                              known & ~gone & ~signal, ctx)
+    frame = pd.DataFrame({**page_cols, "lane": lane, **timed, **recheck})
     lag = ctx.timing.visit_lag_s if ctx.timing is not None else 0.0
     visits = pd.concat([
         plan.due_visits(frame[keep & ~catch_up], ctx.window_start, ctx.window_end,
                         ctx.max_visits_per_url, lag_s=lag),
         plan.due_visits(frame[keep & catch_up], ctx.window_start, ctx.window_end,
                         ctx.max_visits_per_url, resume_rhythm=False, lag_s=lag)],
-        ignore_index=True).drop(columns=list(TIMED_COLUMNS))
+        ignore_index=True).drop(columns=[*TIMED_COLUMNS, *recheck])
     if work["audit"].any():
         visits = pd.concat([visits, _audit_visits(page_cols, b, ctx)], ignore_index=True)
     visit_hosts = HostGroups.from_codes(g.labels, g.codes[visits["page"].to_numpy()])

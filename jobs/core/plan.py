@@ -69,7 +69,10 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
         a timed page's first visit moves to the nearest ``phase + lag_s + 2 spread`` of its
         period (:func:`jobs.core.timing.snap_to_phase`) and the rest follow 1/f apart. A page
         with a true ``signal`` column (a push signal: due at the window start) keeps the
-        window start only when that instant falls after the window.
+        window start only when that instant falls after the window. With columns
+        ``recheck_s`` and ``recheck_p`` (a burst in progress, :mod:`jobs.core.bursts`; NaN:
+        none), an untimed page's first visit is at ``recheck_s`` (or the window start) when
+        that is sooner, with P(changed) at least ``recheck_p``.
 
     Returns
     -------
@@ -106,6 +109,13 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
         signal = pages["signal"].to_numpy(dtype=bool) if "signal" in pages.columns \
             else np.zeros(len(pages), bool)
         first_due = np.where(r.timed & ~(signal & (snapped >= window_end)), snapped, first_due)
+    recheck = np.zeros(len(pages), bool)
+    if "recheck_s" in pages.columns:
+        at = np.maximum(pages["recheck_s"].to_numpy(dtype=float), window_start)
+        untimed = ~np.isfinite(pages["period_s"].to_numpy(dtype=float)) \
+            if "period_s" in pages.columns else np.ones(len(pages), bool)
+        recheck = untimed & np.isfinite(at) & (at < first_due)
+        first_due = np.where(recheck, at, first_due)
     n = np.where(first_due < window_end,
                  np.ceil((window_end - first_due) / period).astype(np.int64), 0)
     n = np.minimum(n, max_visits_per_url)
@@ -118,7 +128,11 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
                                              visits["due_s"].to_numpy() - since) / DAY_S,
                             period[rows] / DAY_S)
     pc = p_changed(visits["lambda_hat"].to_numpy(dtype=float), elapsed_days)
-    visits["p_changed"] = np.where(np.isinf(elapsed_days), 1.0, pc)
+    pc = np.where(np.isinf(elapsed_days), 1.0, pc)
+    if recheck.any():
+        first = recheck[rows] & (k == 0)
+        pc = np.where(first, np.fmax(pc, pages["recheck_p"].to_numpy(dtype=float)[rows]), pc)
+    visits["p_changed"] = pc
     visits["priority"] = visits["importance"].to_numpy(dtype=float) * visits["p_changed"]
     return visits
 

@@ -137,6 +137,8 @@ class TimingParams:
     few_dates_max_changes_per_week: float
     tight_min_dated_changes: float
     tight_spread_s: float
+    burst_max_poisson_prob: float = 0.0   # jobs.core.bursts; 0: no burst rechecks
+    burst_recheck_s: float = 43200.0
 
 
 def empty(n: int) -> dict:
