@@ -38,6 +38,9 @@ def test_the_threshold_is_the_poisson_probability_of_so_short_an_age():
     assert np.isnan(at[0])
     at, _ = bursts.burst_recheck([W0], [W0 - age], [lam], [True], 0.0, HOUR)  # 0: off
     assert np.isnan(at[0])
+    # A Last-Modified after the response (a clock ahead, or a lie) is no age at all.
+    at, _ = bursts.burst_recheck([W0], [W0 + HOUR], [lam], [True], 0.0199, HOUR)
+    assert np.isnan(at[0])
 
 
 @pytest.mark.parametrize("prob,recheck", [(-0.1, HOUR), (1.0, HOUR), (0.02, 0.0), (0.02, np.nan)])
