@@ -31,6 +31,7 @@ from jobs import budget_cut, ingest, partitions, policy_rates, schemas, storage 
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.core import host_plan  # noqa: E402
+from jobs.core.probes import PROBE_COLUMNS  # noqa: E402
 from jobs.core.timing import TIMING_COLUMNS  # noqa: E402
 from jobs.params import budget_params  # noqa: E402
 from jobs.paths import planning_window, work_path  # noqa: E402
@@ -55,7 +56,8 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
     known = state.select(
         "host", "url", "lane", "lambda_hat", "importance", "interval_s", "last_fetch_at",
         "last_success_at", "last_status", "etag", "last_modified", "gone",
-        F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"), *rhythm)
+        F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"), *rhythm,
+        *[F.col(c).cast("double").alias(c) for c in PROBE_COLUMNS])
 
     frontier, bad_frontier = ingest.read_frontier(spark, cfg, run_date)
     page_rows += storage.partition_rows(cfg.paths.table("frontier", run_date))
@@ -74,7 +76,8 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
                        F.lit(None).cast("string").alias("last_modified"),
                        F.lit(False).alias("gone"), F.lit("full").alias("method_hint"),
                        F.lit(None).cast("timestamp").alias("pending_signal_at"),
-                       *[F.lit(None).cast("double").alias(c) for c in TIMING_COLUMNS]))
+                       *[F.lit(None).cast("double").alias(c)
+                         for c in (*TIMING_COLUMNS, *PROBE_COLUMNS)]))
         pages = known.unionByName(new)
     else:
         pages = known

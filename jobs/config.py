@@ -294,6 +294,12 @@ class EstimationConfig:
     prior_min_urls: int = _doc("Observed URLs a group needs for the EM prior fit (fewer: pooled "
                                "group rate).", default=3)
     level: float = _doc("Central probability of the lambda_lo/lambda_hi interval.", default=0.9)
+    probe_factor: float = _doc("A refresh URL on a host without trusted Last-Modified whose every "
+                               "observation (at least 2) saw a change, and which its policy "
+                               "visits above f_min yet less often than lambda_hat, is next visited "
+                               "this / lambda_hat days after its last success (a probe: only a "
+                               "short interval tells 20 changes a day from 50; "
+                               "jobs/core/probes.py). 0: off.", default=1.0)
 
 
 @dataclass(frozen=True)
@@ -562,6 +568,8 @@ def _validate_update_sections(c: Config) -> None:
         raise ConfigError("estimation.prior_fit_max_urls must be >= 100")
     if e.prior_min_urls < 2:
         raise ConfigError("estimation.prior_min_urls must be >= 2")
+    if not 0 <= e.probe_factor <= 10:
+        raise ConfigError("estimation.probe_factor must be in [0, 10]")
     tm = c.timing
     if not (0 <= tm.min_dated_changes < float("inf") and 0 < tm.min_concentration <= 1
             and 0 <= tm.visit_lag_s < 86400 and 0 <= tm.max_arc_s <= 86400

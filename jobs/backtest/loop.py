@@ -44,8 +44,9 @@ POLICIES = ("uniform", "proportional", "adaptive", "optimal", "oracle")
 PROCESS_SHARES = (0.6, 0.15, 0.15, 0.1)
 # A config key owned by another stage, probed rather than assumed: the audit sample rate.
 AUDIT_RATE_KEY = "audit.sample_rate"
-# Off for the oracle: it is the Poisson optimum with the true rates, the ceiling to beat.
-TIMING_KEY = "timing.enabled"
+# Off for the oracle: it is the Poisson optimum with the true rates, the ceiling to beat
+# (no learnt rhythm, no probes of rates it knows).
+ORACLE_OFF = {"timing.enabled": "false", "estimation.probe_factor": "0"}
 TRUTH_PAGES_SCHEMA = pa.schema([("url", pa.string()), ("kind", pa.string()),
                                 ("period_s", pa.float64()), ("change_s", pa.float64())])
 
@@ -154,8 +155,8 @@ def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | 
     pol = [f"policy.name={'optimal' if policy == 'oracle' else policy}"]
     if config_has(AUDIT_RATE_KEY):  # the planner's audit sample is the harness's sample
         pol.append(f"{AUDIT_RATE_KEY}={spec.audit_rate}")
-    if policy == "oracle" and config_has(TIMING_KEY):
-        pol.append(f"{TIMING_KEY}=false")  # the oracle stays the Poisson optimum (issue 14)
+    if policy == "oracle":  # the oracle stays the Poisson optimum (issue 14)
+        pol += [f"{key}={value}" for key, value in ORACLE_OFF.items() if config_has(key)]
     return load_config(None, base + pol + list(spec.overrides))
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from jobs.core import bursts, http_fields, lanes, plan, plan_table, plan_work, timing
+from jobs.core import bursts, http_fields, lanes, plan, plan_table, plan_work, probes, timing
 from jobs.core import observations as ob
 from jobs.core.host_groups import HostGroups
 from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context, re-exported)
@@ -180,18 +180,25 @@ def rhythm_anchor(last_fetch_s, last_success_s, pages: pd.DataFrame) -> np.ndarr
     return np.where(failed, np.asarray(last_success_s, dtype=float), last_fetch)
 
 
-def _burst_rechecks(pages: pd.DataFrame, work: pd.DataFrame, last_success, lane, period_s,
-                    live, ctx: PlanContext) -> dict:
-    """``recheck_s``/``recheck_p`` of the refresh pages caught mid-burst at their last
-    successful fetch, whose Last-Modified the state holds (:func:`jobs.core.bursts.burst_recheck`):
-    untimed, on a host whose Last-Modified is trusted. Only those pages' values are parsed."""
+def _early_visits(pages: pd.DataFrame, work: pd.DataFrame, rate, last_success, lane, period_s,
+                  live, ctx: PlanContext) -> dict:
+    """``recheck_s``/``recheck_p`` (:func:`jobs.core.plan.due_visits`) of the untimed refresh
+    pages whose next visit comes early: caught mid-burst on a host whose Last-Modified is
+    trusted (:mod:`jobs.core.bursts`), or every fetch changed on one whose is not
+    (:mod:`jobs.core.probes`)."""
     n = len(pages)
     out = {"recheck_s": np.full(n, np.nan), "recheck_p": np.full(n, np.nan)}
+    candidates = live & (lane == "refresh") & np.isnan(period_s) & np.isfinite(last_success)
+    trusted = plan_work.flag(pages, "trust_lm", False)
+    if ctx.probe_factor > 0 and all(c in pages for c in probes.PROBE_COLUMNS):
+        out["recheck_s"], out["recheck_p"] = probes.probe_recheck(
+            last_success, work["lambda_hat"].to_numpy(dtype=float), rate,
+            pages["n_observations"].to_numpy(dtype=float), pages["n_changes"].to_numpy(dtype=float),
+            candidates & ~trusted, ctx.f_min, ctx.probe_factor)
     t = ctx.timing
     if t is None or not t.enabled or t.burst_max_poisson_prob <= 0 or "last_modified" not in pages:
         return out
-    rows = np.flatnonzero(live & (lane == "refresh") & np.isnan(period_s)
-                          & np.isfinite(last_success) & plan_work.flag(pages, "trust_lm", False))
+    rows = np.flatnonzero(candidates & trusted)
     if rows.size == 0:
         return out
     modified = http_fields.parse_http_dates(pages["last_modified"].to_numpy(dtype=object)[rows])
@@ -249,8 +256,8 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # A timed page's visits go just after its learnt change time; a signal is due now, or at
     # that time when it comes inside the window (plan.due_visits).
     timed = {c: work[c].to_numpy() for c in TIMED_COLUMNS}
-    recheck = _burst_rechecks(pages, work, last_success, lane, timed["period_s"],
-                              known & ~gone & ~signal, ctx)
+    recheck = _early_visits(pages, work, rate, last_success, lane, timed["period_s"],
+                            known & ~gone & ~signal, ctx)
     frame = pd.DataFrame({**page_cols, "lane": lane, **timed, **recheck})
     lag = ctx.timing.visit_lag_s if ctx.timing is not None else 0.0
     visits = pd.concat([

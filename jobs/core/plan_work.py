@@ -62,6 +62,7 @@ class PlanContext:
     audit_keep: float = 1.0                   # share of due audits the cut can keep (lanes.audit_keep)
     timing: Optional[TimingParams] = None     # None: no rhythm learnt, even spacing
     backfill_s: float = 0.0                   # horizon of pulled-forward visits (0: off)
+    probe_factor: float = 0.0                 # all-changed pages probed at this / λ̂ (0: off)
 
     @property
     def day_index(self) -> int:
