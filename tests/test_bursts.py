@@ -112,3 +112,23 @@ def test_the_planner_rechecks_a_page_caught_mid_burst_twelve_hours_later():
     assert _plan(trust_lm=False, age_s=20 * 60).empty
     assert _plan(trust_lm=True, age_s=3 * DAY_S).empty
     assert _plan(trust_lm=True, age_s=20 * 60, timing_on=False).empty
+
+
+def test_garbage_last_modified_values_never_mark_a_burst():
+    ctx = plan_context(Config(), W0, W0 + DAY_S)
+    ctx = dataclasses.replace(
+        ctx, policy=policies.get_policy("uniform", f_min=ctx.f_min, f_max=ctx.f_max), level=5.0,
+        fast_rate=1.0, audit_rate=0.0, discovery_min_bin=-8, fast_floor=False, backfill_s=0.0)
+    at = pd.Timestamp(W0 - 4 * HOUR, unit="s", tz="UTC")
+    bad = ["not a date", "", "Sun, 06 Nov 1994 08:49:37 GMT\r\nX-Evil: 1", "9" * 300,
+           "Fri, 31 Dec 9999 23:59:59 GMT", None]
+    n = len(bad)
+    pages = pd.DataFrame({
+        "host": ["h.example"] * n, "url": [f"https://h.example/{i}" for i in range(n)],
+        "lane": ["refresh"] * n, "lambda_hat": [0.2] * n, "importance": [1.0] * n,
+        "interval_s": [5 * DAY_S] * n, "gone": [False] * n, "last_fetch_at": [at] * n,
+        "last_success_at": [at] * n, "pending_signal_at": [pd.NaT] * n, "etag": [None] * n,
+        "last_modified": bad, "method_hint": ["conditional"] * n, "crawl_delay_s": [10.0] * n,
+        "max_fetches_per_day": [np.nan] * n, "trust_lm": [True] * n})
+    out = host_plan.plan_bucket(pages, ctx)
+    assert out[out.url.notna() & out.reason.isna()].empty   # the rhythm only: nothing today
