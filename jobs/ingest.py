@@ -264,8 +264,8 @@ def read_fetch_logs(spark, cfg: Config, run_date: str, cached: list | None = Non
 
     ``host`` is always the URL's normalised host; a row whose own host column names
     another host is quarantined (``host_mismatch``) rather than filed under either.
-    Rows older than yesterday's last fetch of their URL need the previous state: see
-    :func:`split_stale_rows`.
+    Rows older than yesterday's last fetch of their URL need the previous state: the fold
+    finds them, :func:`split_stale_rows` quarantines them.
     """
     from pyspark.sql import functions as F
 
@@ -317,30 +317,31 @@ def _checked_logs(cfg: Config, df, day_end, horizon, cached, keep=()):
     return _clean_host(clean.drop("_reason_checked", "_given_host", "fingerprint_version")), bad
 
 
-def split_stale_rows(logs, prev_state, quarantined=None, cached: list | None = None):
-    """(clean, bad): log rows older than their URL's last fetch in ``prev_state`` are
-    quarantined (``stale_fetched_at``): folding them would rewind last_fetch_at and
-    last_known_at, and every later interval would be measured from the old time.
+def split_stale_rows(logs, stale, columns: list[str], keys=("url",)):
+    """(clean, quarantined) fetch-log rows, given ``stale``: ``keys`` and ``_prev_fetch_at``
+    (the URL's last fetch of the day before) of the URLs that have stale rows, as the fold
+    found them (jobs.core.replay.split_stale, the rule's one home). Their rows older than
+    ``_prev_fetch_at`` are quarantined (``stale_fetched_at``, ``columns`` in row_json): the
+    fold left them out, since folding them would rewind last_fetch_at and last_known_at.
 
-    ``quarantined`` (the day's other fetch_logs quarantine rows) is unioned into ``bad``.
-    With ``cached`` (a list), the checked and joined rows are persisted and appended to it
-    for the caller to unpersist: the clean rows feed the fold and the host health, the bad
-    ones the quarantine, and each would otherwise re-read and re-join the logs.
-    """
+    ``stale`` is small on any normal day (late re-deliveries); the caller broadcasts it when
+    it knows so. The clean rows keep ``logs``' columns."""
     from pyspark.sql import functions as F
 
-    last = prev_state.select("url", F.col("last_fetch_at").alias("_prev_fetch_at"))
-    joined = logs.join(last, "url", "left")
-    if cached is not None:
-        joined = joined.persist()
-        cached.append(joined)
+    joined = logs.join(stale, list(keys), "left")
     reason = F.when(F.col("fetched_at") < F.col("_prev_fetch_at"), "stale_fetched_at")
-    clean, bad = _split(joined, reason, "fetch_logs", logs.columns)
-    clean = clean.select(*logs.columns)
-    return clean, (bad if quarantined is None else quarantined.unionByName(bad))
+    clean, bad = _split(joined, reason, "fetch_logs", columns, keep=[k for k in keys
+                                                                     if k != "url"])
+    return clean.select(*logs.columns), bad
 
 
 def read_importance(spark, cfg: Config):
+    """The importance table as (clean rows, quarantined rows), or (None, None) without one.
+
+    A URL may have more than one clean row: its weight is the largest
+    (:func:`importance_by_url`, and the fold's pandas twin
+    jobs.core.state_update.importance_by_url). update_state hands the rows to its fold as
+    they are (an aggregate here shuffled all of them once more every day: 28 s of 10M)."""
     from pyspark.sql import functions as F
 
     footers = checked_footers(schemas.IMPORTANCE, cfg.paths.table("importance"), False)
@@ -350,8 +351,14 @@ def read_importance(spark, cfg: Config):
     reason = (F.when(F.col("url").isNull(), "null_url")
               .when(_bad_importance("importance", nullable=False), "bad_importance"))
     clean, bad = _split(df, reason, "importance")
-    # One weight per URL: duplicates resolve to the largest, deterministically.
-    return clean.groupBy("url").agg(F.max("importance").alias("importance")), bad
+    return clean.select("url", F.col("importance").cast("double")), bad
+
+
+def importance_by_url(clean):
+    """One weight per URL: duplicates resolve to the largest, deterministically."""
+    from pyspark.sql import functions as F
+
+    return clean.groupBy("url").agg(F.max("importance").alias("importance"))
 
 
 def _host_policy_rows(spark, cfg: Config):

@@ -178,20 +178,6 @@ def _write_quarantine(cfg: Config, replaced: list[tuple[str, str]], rows) -> dic
     return {key: counts.get(key, 0) for key in replaced}
 
 
-def _stale_rows(logs, stale, columns: list[str]):
-    """Quarantine rows (``ingest.split_stale_rows``' rule and row format, for all days in
-    one join): log rows older than their URL's last fetch of the day before."""
-    from pyspark.sql import functions as F
-
-    prev = stale.select(F.col("_dt").alias("dt"), "url",
-                        F.col("last_fetch_at").alias("_prev_fetch_at"))
-    return (logs.join(prev, ["dt", "url"])
-            .filter(F.col("fetched_at") < F.col("_prev_fetch_at"))
-            .select("dt", F.lit("fetch_logs").alias("source"),
-                    F.lit("stale_fetched_at").alias("reason"), F.col("url").cast("string"),
-                    F.to_json(F.struct(*[F.col(c) for c in columns])).alias("row_json")))
-
-
 def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     """Rebuild state/dt=``last``, hosts, quarantine and run records of [first, last]; return
     the run records, one per day (as ``update_state.run`` returns each)."""
@@ -229,11 +215,13 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
         *[F.sum(f"f_{c}").alias(c) for c in replay.FIGURES]).collect()}
 
     # 2. The last day's state: group priors and importance exactly as update_state.
-    folded = out.filter(kind == "state").select(*schemas.STATE.names)
+    folded = update_state.with_group_keys(cfg, out.filter(kind == "state")
+                                          .select(*schemas.STATE.names))
     result = update_state.with_group_priors(cfg, folded, cached)
     default_imp = F.lit(float(cfg.policy.default_importance))
     if importance is not None:
-        result = (result.drop("importance").join(importance, "url", "left")
+        result = (result.drop("importance").join(ingest.importance_by_url(importance), "url",
+                                                 "left")
                   .withColumn("importance", F.coalesce("importance", default_imp)))
     else:
         result = result.withColumn("importance", default_imp)
@@ -257,7 +245,10 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
         frames.append(bad_imp.crossJoin(spark.createDataFrame([(d,) for d in days], "dt string"))
                       .select(*columns))
     if any(int(r["stale_rows"] or 0) for r in sums.values()):
-        frames.append(_stale_rows(logs, out.filter(kind == "stale"), log_cols))
+        stale = out.filter(kind == "stale").select(
+            F.col("_dt").alias("dt"), "url", F.col("last_fetch_at").alias("_prev_fetch_at"))
+        frames.append(ingest.split_stale_rows(logs, stale, log_cols, keys=("dt", "url"))[1]
+                      .select(*columns))
     quarantined = _write_quarantine(cfg, replaced, _union(frames))
     for frame in cached:  # the checked logs and the prior tables with_group_priors persists
         frame.unpersist()

@@ -5,9 +5,11 @@ Never rescans log history: reads ``state/dt=D-1``, ``hosts/dt=D-1``, ``fetch_log
 
 1. Each log row gets its host's trust (``trust_etag``, ``trust_lm``, ``signal_trusted``)
    from yesterday's hosts table; signal rows are unioned with the log rows.
-2. State and today's rows are bucketed by a hash of the URL and co-grouped, so each
-   pandas call folds a whole bucket with ``jobs.core.state_update.fold_day`` (decayed
-   sufficient statistics, observations, validator evidence, signal claims).
+2. State and today's rows (and the importance table's rows) are bucketed by a hash of the
+   URL and co-grouped, so each pandas call folds a whole bucket with
+   ``jobs.core.state_update.fold_day`` (decayed sufficient statistics, observations,
+   validator evidence, signal claims). Log rows older than their URL's last fetch are
+   left out there (``jobs.core.replay.split_stale``) and quarantined afterwards.
 3. Empirical-Bayes group priors: ``applyInPandas(fit_group_priors)`` over the folded
    statistics of every group level of ``estimation.prior_level`` (template, URL class,
    host: jobs.core.estimators_shrinkage) in one pass, each level's small fit joined back;
@@ -33,8 +35,8 @@ import pandas as pd  # noqa: E402
 from jobs import ingest, metrics, partitions, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
-from jobs.core import (estimators_shrinkage, host_health, observations, state_update,  # noqa: E402
-                       trust)
+from jobs.core import (estimators_shrinkage, host_health, observations, replay,  # noqa: E402
+                       state_update, trust)
 from jobs.core.estimators_stats import STATS_COLUMNS, observation_columns  # noqa: E402
 from jobs.params import trust_params, update_params  # noqa: E402
 from jobs.paths import previous_day  # noqa: E402
@@ -42,7 +44,10 @@ from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
 _EV = list(observations.EVIDENCE_COLUMNS)
-_FOLD_DDL = schemas.STATE.spark_ddl() + "".join(f", {c} bigint" for c in _EV)
+# The fold's rows: state, today's evidence, and the last fetch before today of the URLs
+# whose rows it left out as stale (null for the others).
+_FOLD_DDL = (schemas.STATE.spark_ddl() + "".join(f", {c} bigint" for c in _EV)
+             + ", _prev_fetch_at timestamp")
 _PRIOR_DDL = ("_level int, _group string, prior_shape double, prior_rate double, "
               "prior_em boolean")
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
@@ -61,13 +66,20 @@ def _fold_fn(cfg: Config, run_date: str):
         is_imp = rows_pdf["is_importance"].eq(True).to_numpy()
         logs, sig = rows_pdf[~is_sig & ~is_imp], rows_pdf[is_sig]
         if len(logs) == 0 and len(state_pdf) == 0:
-            return pd.DataFrame(columns=state_update.STATE_COLUMNS + _EV)
+            return pd.DataFrame(columns=state_update.STATE_COLUMNS + _EV + ["_prev_fetch_at"])
+        # Rows older than their URL's last fetch are not folded (the caller quarantines
+        # them): found here, where the URL's state row already is, not by a join of the
+        # logs with all of yesterday's state.
+        logs, stale = replay.split_stale(logs, state_pdf)
         # λ is estimated once, after the group priors are joined (with_group_priors).
         out = state_update.fold_day(state_pdf[state_update.STATE_COLUMNS], logs, run_date,
                                     params, signals=sig, estimate=False)
+        out["_prev_fetch_at"] = out["url"].map(
+            stale.set_index("url")["last_fetch_at"]).astype("datetime64[us, UTC]")
         # Importance comes with the bucket's rows (no join of wide state rows by URL): the
         # table's weight, or the default for URLs it does not list.
-        weights = rows_pdf.loc[is_imp, ["url", "importance"]].set_index("url")["importance"]
+        weights = state_update.importance_by_url(rows_pdf["url"][is_imp],
+                                                 rows_pdf["importance"][is_imp])
         out["importance"] = (out["url"].map(weights).astype(float)
                              .fillna(default_importance).to_numpy())
         return out
@@ -154,6 +166,17 @@ def _group_keys(cfg: Config):
     return [keys[level] for level in es.PRIOR_CHAINS[cfg.estimation.prior_level]]
 
 
+def with_group_keys(cfg: Config, frame):
+    """``frame`` plus ``_g0``, ``_g1``, ...: each row's group of every level of
+    ``estimation.prior_level`` (:func:`_group_keys`), which :func:`with_group_priors` reads.
+
+    update_state adds them before it persists the fold: the group sizes, the fit sample and
+    the prior joins all read them, and each recomputed the URL regexes of every level
+    (62 s of 10M URLs' update_state)."""
+    return frame.select("*", *[key.alias(f"_g{level}")
+                               for level, key in enumerate(_group_keys(cfg))])
+
+
 def prior_sample_unit():
     """A URL's uniform number in [0, 1) (on a grid of 1e-6) for the prior-fit sample."""
     from pyspark.sql import functions as F
@@ -161,7 +184,7 @@ def prior_sample_unit():
     return F.abs(F.xxhash64("url", F.lit("prior-sample"))) % 1_000_000 / 1_000_000.0
 
 
-def _fit_priors(cfg: Config, folded, keys):
+def _fit_priors(cfg: Config, folded, keys: list[str]):
     """One prior per group of every level, fitted per hash bucket of (level, group) in one
     shuffle and one pandas stage for all levels (one pandas call per bucket, not per group:
     a call per group cost ~0.1 s each, thousands of templates a day).
@@ -184,7 +207,8 @@ def _fit_priors(cfg: Config, folded, keys):
 
     def by_level(frame, *cols):
         return reduce(lambda a, b: a.unionByName(b), [
-            frame.select(F.lit(level).cast("int").alias("_level"), key.alias("_group"), *cols)
+            frame.select(F.lit(level).cast("int").alias("_level"), F.col(key).alias("_group"),
+                         *cols)
             for level, key in enumerate(keys)])
 
     observed = reduce(lambda a, b: a | b, [F.coalesce(F.col(c), F.lit(0.0)) > 0
@@ -223,7 +247,12 @@ def with_group_priors(cfg: Config, folded, cached: list | None = None):
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StructField, StructType
 
-    out, keys = folded, _group_keys(cfg)
+    keys = [f"_g{level}" for level in range(len(_group_keys(cfg)))]
+    missing = [k for k in keys if k not in folded.columns]
+    if missing:
+        raise ValueError(f"with_group_priors needs the group columns {missing}: "
+                         f"add them with with_group_keys")
+    out = folded
     # Groups without a usable prior (NaN) join like no group: left out of the table.
     fits = (_fit_priors(cfg, folded, keys)
             .filter(~F.isnan(F.coalesce("prior_shape", F.lit(float("nan"))))).persist())
@@ -233,14 +262,13 @@ def with_group_priors(cfg: Config, folded, cached: list | None = None):
               .collect()}  # one row per level
     for level, key in enumerate(keys):
         pri = fits.filter(F.col("_level") == level).select(
-            F.col("_group").alias(f"_g{level}"),
+            F.col("_group").alias(key),
             *[F.col(c).alias(f"{c}_{level}") for c in _PRIOR_CANDIDATES])
         # Broadcast: the wide rows are not shuffled once per level.
         small = groups.get(level, 0) <= BROADCAST_MAX_GROUPS
-        out = out.withColumn(f"_g{level}", key).join(F.broadcast(pri) if small else pri,
-                                                     f"_g{level}", "left")
+        out = out.join(F.broadcast(pri) if small else pri, key, "left")
     added = [c for c in _ESTIMATES if c not in folded.columns] + ["prior_shape", "prior_rate"]
-    schema = StructType([f for f in folded.schema.fields if f.name not in added]
+    schema = StructType([f for f in folded.schema.fields if f.name not in added + keys]
                         + [StructField(c, DoubleType()) for c in added])
     return out.mapInArrow(_apply_priors_fn(cfg, len(keys), schema.names), schema)
 
@@ -304,7 +332,7 @@ def _rows(logs, signals, hosts_prev, importance=None):
     if importance is not None:
         rows = rows.unionByName(padded(
             importance.select("url", F.col("importance").cast("double"))
-            .withColumn("is_importance", F.lit(True))))
+            .withColumn("is_importance", F.lit(True))))  # a URL's rows: one or more
     return rows
 
 
@@ -331,8 +359,6 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     signals, bad_sig = ingest.read_signals(spark, cfg, run_date)
     start_empty = bootstrap or from_empty
     prev = _read_prev(spark, cfg, "state", schemas.STATE, run_date, start_empty)
-    # Rows older than their URL's last fetch are quarantined.
-    logs, bad_logs = ingest.split_stale_rows(logs, prev, bad_logs, cached)
     hosts_prev = _read_prev(spark, cfg, "hosts", schemas.HOSTS, run_date, start_empty)
 
     buckets = cfg.spark.state_buckets
@@ -341,19 +367,21 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     prev = prev.withColumn("_b", F.pmod(F.xxhash64("url"), F.lit(buckets)))
     folded = (prev.groupBy("_b").cogroup(rows.groupBy("_b"))
               .applyInPandas(_fold_fn(cfg, run_date), _FOLD_DDL))
-    folded = folded.persist()
+    folded = with_group_keys(cfg, folded).persist()
     cached.append(folded)
     result = with_group_priors(cfg, folded, cached)
     partitions.write_committed(result.select(*state_update.STATE_COLUMNS),
                                cfg.paths.table("state", run_date), "state")
 
-    hosts = _write_hosts(spark, cfg, run_date, folded, logs, hosts_prev)
     figures = folded.agg(F.count("*").alias("urls_known"),
                          F.sum(F.col("gone").cast("int")).alias("urls_gone"),
                          F.sum(F.col("pending_signal_at").isNotNull().cast("int"))
                          .alias("urls_pending_signal"),
                          F.sum("ev_audit_n").alias("audit_n"),
-                         F.sum("ev_audit_fresh").alias("audit_fresh")).first().asDict()
+                         F.sum("ev_audit_fresh").alias("audit_fresh"),
+                         F.count("_prev_fetch_at").alias("stale_urls")).first().asDict()
+    logs, bad_logs = _split_stale(folded, logs, bad_logs, int(figures["stale_urls"]))
+    hosts = _write_hosts(spark, cfg, run_date, folded, logs, hosts_prev)
     audit = _audit_figures(cfg, int(figures["audit_n"] or 0), int(figures["audit_fresh"] or 0))
     record = {
         # From the footers: no second pass over the day's logs.
@@ -371,6 +399,19 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     write_stage_record(cfg, run_date, "update_state", record)
     metrics.write_state_rows(cfg, [run_date], [record], "update_state")
     return record
+
+
+def _split_stale(folded, logs, bad_logs, stale_urls: int):
+    """(clean, quarantined) logs: the rows the fold left out as stale join the quarantine,
+    and the host health counts only the others. No stale URL (most days): no join."""
+    from pyspark.sql import functions as F
+
+    if stale_urls == 0:
+        return logs, bad_logs
+    stale = folded.filter(F.col("_prev_fetch_at").isNotNull()).select("url", "_prev_fetch_at")
+    clean, bad = ingest.split_stale_rows(
+        logs, F.broadcast(stale) if stale_urls <= BROADCAST_MAX_GROUPS else stale, logs.columns)
+    return clean, bad_logs.unionByName(bad)
 
 
 def _retry_after_waits(cfg: Config, logs):

@@ -342,6 +342,35 @@ def test_lognormal_prior_mode_solves_its_equation_for_every_history():
     np.testing.assert_allclose(mixed["lambda_hat"].iloc[1:], res["lambda_hat"].iloc[1:])
 
 
+def test_prior_only_rows_get_the_normal_prior_interval_in_closed_form():
+    """A URL with no observation under a group prior: mode e^m, interval
+    exp(m ± sqrt(2 drop / P)), log_sd 1/sqrt(P), the same (to the search's tolerance) as a
+    row with a vanishing exposure, which goes through the root search."""
+    from scipy import stats as sps
+
+    from jobs.core.estimators_solver import CensoredPosterior, likelihood_ratio_interval
+
+    alpha, beta, level = 0.8, 2.0, 0.9
+    m, drop = np.log(alpha / beta), 0.5 * sps.chi2.ppf(level, 1)
+    s = stats_from(np.array([], int), np.array([]), np.array([], bool), 2)
+    s.loc[1, "unch_t"] = 1e-12   # not prior-only: searched
+    res = est.estimate_rate(s, alpha, beta, prior_family="lognormal", level=level)
+    want = np.exp([m - np.sqrt(2 * drop / alpha), m + np.sqrt(2 * drop / alpha)])
+    assert res["lambda_hat"].iloc[0] == pytest.approx(alpha / beta, rel=1e-12)
+    np.testing.assert_allclose(res.loc[0, ["lambda_lo", "lambda_hi"]].to_numpy(float), want,
+                               rtol=1e-14)
+    assert res["log_sd"].iloc[0] == pytest.approx(1 / np.sqrt(alpha), rel=1e-14)
+    np.testing.assert_allclose(res.loc[1, ["lambda_lo", "lambda_hi"]].to_numpy(float), want,
+                               rtol=1e-8)
+    assert res["log_sd"].iloc[1] == pytest.approx(1 / np.sqrt(alpha), rel=1e-8)
+    # The endpoints sit exactly `drop` below the mode.
+    post = CensoredPosterior(np.zeros((1, 1)), np.ones((1, 1)), [0.0], [0.0], [m], [alpha])
+    lo, hi = likelihood_ratio_interval(post, np.array([alpha / beta]), drop)
+    for end in (lo[0], hi[0]):
+        gap = post.logpost(np.array([np.log(end)]), np.array([0]))[0] - (-drop)
+        assert abs(gap) < 1e-12
+
+
 def _lognormal_root(counts, tsum, unch_t, alpha, beta):
     keep = counts > 0
     c, tb = counts[keep], tsum[keep] / counts[keep]

@@ -107,6 +107,8 @@ def hostile(spark, tmp_path_factory):
     write(root, "fetch_logs", day2, dt=D2)
     write_arrow(root, "importance", {"url": A, "importance": pa.array(
         [3.0, float("inf"), float("nan"), -float("inf")], pa.float64(), from_pandas=False)})
+    # A second weight of A[0], smaller: the largest wins (the fold sees both rows).
+    write_arrow(root, "importance", {"url": [A[0]], "importance": [1.5]}, name="part-1.parquet")
     cfg = make_config(root)
     records = {d: update_state.run(cfg, d, spark, from_empty=(d == D1)) for d in (D1, D2)}
     return {"root": root, "records": records, "day2_rows": len(day2)}

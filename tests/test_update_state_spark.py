@@ -186,6 +186,19 @@ def _add_stale_row(root, day_before, day):
     return row["url"].iloc[0]
 
 
+def _add_importance_duplicates(root):
+    """Two more weights of one listed URL, one below and one above its own: the daily fold
+    (pandas) and the rebuild (a Spark aggregate) must both keep the largest."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    imp = pd.read_parquet(os.path.join(root, "importance"))
+    url, w = imp["url"].iloc[0], float(imp["importance"].iloc[0])
+    pq.write_table(pa.table({"url": [url, url], "importance": [w / 2, w * 2 + 1]}),
+                   os.path.join(root, "importance", "part-dup.parquet"))
+    return url, w * 2 + 1
+
+
 def _quarantine(root, day):
     """{source: sorted rows} of quarantine/dt=day (None: no directory)."""
     out = {}
@@ -206,6 +219,7 @@ def rebuilt(spark, tmp_path_factory):
     generate_sample(root, urls=240, hosts=8, days=4, end_date=GEN_DAYS[-1], seed=3,
                     signal_days=3)
     stale_url = _add_stale_row(root, GEN_DAYS[-2], GEN_DAYS[-1])
+    dup_url = _add_importance_duplicates(root)
     cfg = make_config(root, "spark.rebuild_rows_per_bucket=400")  # several buckets
     daily = {d: update_state.run(cfg, d, spark, bootstrap=(d == GEN_DAYS[0])) for d in GEN_DAYS}
     read = lambda t, d: pd.read_parquet(os.path.join(root, t, f"dt={d}"))  # noqa: E731
@@ -231,7 +245,8 @@ def rebuilt(spark, tmp_path_factory):
                                                         None, planned, "build_schedule"))
     records = rebuild_state.run(cfg, GEN_DAYS[0], GEN_DAYS[-1], spark)
     return {"cfg": cfg, "root": root, "daily": daily, "inc": inc, "read": read,
-            "records": dict(zip(GEN_DAYS, records)), "stale_url": stale_url}
+            "records": dict(zip(GEN_DAYS, records)), "stale_url": stale_url,
+            "dup_url": dup_url}
 
 
 def _same(a, b, key):
@@ -251,6 +266,8 @@ def test_rebuild_equals_incremental_on_generated_data(rebuilt):
     assert len(state) > 100 and np.isfinite(state.lambda_hat).all()
     assert (state.lambda_lo <= state.lambda_hat + 1e-12).all()
     assert state.lambda_prior.notna().mean() > 0.5   # host priors were fitted and applied
+    dup_url, dup_weight = rebuilt["dup_url"]
+    assert state.set_index("url").loc[dup_url, "importance"] == dup_weight
     # Only the last day's state is written; the hosts of a day are its own.
     assert [p for p in sorted(os.listdir(os.path.join(rebuilt["root"], "state")))
             if p.startswith("dt=")] == ["dt=2024-01-01", f"dt={GEN_DAYS[-1]}"]
@@ -303,7 +320,8 @@ def test_hierarchical_priors_pick_template_then_class_then_host(spark, tmp_path)
              for h in "bcde" for i in range(3)]                       # slow shops elsewhere
     pdf = pd.DataFrame(rows)
     cfg = make_config(str(tmp_path), "estimation.prior_level=hierarchical")
-    got = (update_state.with_group_priors(cfg, spark.createDataFrame(pdf))
+    keyed = update_state.with_group_keys(cfg, spark.createDataFrame(pdf))
+    got = (update_state.with_group_priors(cfg, keyed)
            .select("url", "prior_shape", "prior_rate").toPandas().set_index("url"))
 
     stats = pdf[list(STATS_COLUMNS)]
@@ -358,7 +376,8 @@ def test_a_large_group_is_fitted_on_its_hash_sample_and_a_small_one_whole(spark,
     sdf = spark.createDataFrame(pdf)
     cfg = make_config(str(tmp_path), "estimation.prior_level=host",
                       "estimation.prior_fit_max_urls=100")
-    got = (update_state.with_group_priors(cfg, sdf).groupBy("host")
+    got = (update_state.with_group_priors(cfg, update_state.with_group_keys(cfg, sdf))
+           .groupBy("host")
            .agg({"prior_shape": "max", "prior_rate": "max"}).toPandas().set_index("host"))
     unit = (sdf.select("url", update_state.prior_sample_unit().alias("u")).toPandas()
             .set_index("url")["u"])
@@ -430,7 +449,8 @@ def test_update_state_and_the_study_choose_the_same_prior(spark, tmp_path, level
              page("https://r.example/wiki/2", 2, 2, 1.0)]          # class */wiki: pooled
     pdf = pd.DataFrame(rows)
     cfg = make_config(str(tmp_path), f"estimation.prior_level={level}")
-    got = (update_state.with_group_priors(cfg, spark.createDataFrame(pdf))
+    keyed = update_state.with_group_keys(cfg, spark.createDataFrame(pdf))
+    got = (update_state.with_group_priors(cfg, keyed)
            .select("url", "prior_shape", "prior_rate").toPandas().set_index("url").loc[pdf["url"]])
     shape, rate = priors_for(pdf, level, min_urls=cfg.estimation.prior_min_urls)
     np.testing.assert_allclose(got["prior_shape"].to_numpy(float), shape, rtol=1e-9)

@@ -130,6 +130,9 @@ def _solve(stats, prior, level, xtol, maxiter, use_lm):
     rows = np.arange(len(lam))
     finite = np.isfinite(lam) & (lam > 0)
     log_sd = np.full(len(lam), np.nan)
+    prior_only = finite & post.prior_only()  # ℓ''(u) = −P
+    log_sd[prior_only] = 1.0 / np.sqrt(post.P[prior_only])
+    finite &= ~prior_only
     if finite.any():
         _, d2 = post.score(np.log(lam[finite]), rows[finite])
         log_sd[finite] = 1.0 / np.sqrt(-d2)

@@ -65,6 +65,12 @@ class CensoredPosterior:
         d2 = (c * (phi - phi2ex)).sum(axis=1) - self.B[rows] * lam - self.P[rows]
         return d1, d2
 
+    def prior_only(self):
+        """Rows whose posterior is the normal prior on ``u`` alone (no change, no exposure,
+        no Gamma term): mode ``m``, interval ``m ± sqrt(2 drop / P)``, both closed-form. Most
+        of a young crawl's URLs (one fetch, no interval yet) are such rows."""
+        return (self.P > 0) & (self.C + self.A <= 0) & (self.B <= 0)
+
     def mode_bracket(self):
         """Bounds on λ̂ from :math:`1 - x/2 \\le \\varphi(x) \\le 1`.
 
@@ -160,7 +166,7 @@ def solve_mode(post: CensoredPosterior, *, xtol=1e-12, maxiter=100):
     lam[gamma & (post.C + post.A > 0) & (post.B <= 0)] = np.inf
     closed = gamma & (post.C == 0) & (post.A > 0) & (post.B > 0)
     lam[closed] = post.A[closed] / post.B[closed]
-    nodata = ~gamma & (post.C + post.A <= 0) & (post.B <= 0)   # the prior alone: mode m
+    nodata = post.prior_only()   # the prior alone: mode m
     lam[nodata] = np.exp(post.m[nodata])
     rows = np.flatnonzero(np.isnan(lam))
     if rows.size:
@@ -176,7 +182,14 @@ def likelihood_ratio_interval(post: CensoredPosterior, lam_hat, drop, *, xtol=1e
     n = len(lam_hat)
     lo_out = np.zeros(n)
     hi_out = np.full(n, np.inf)
-    ok = np.flatnonzero(np.isfinite(lam_hat) & (lam_hat > 0))
+    finite = np.isfinite(lam_hat) & (lam_hat > 0)
+    # ℓ(u) = −P (u − m)² / 2 there: the endpoints need no search (and the search, over every
+    # bin of every row, was most of update_state's estimate on a young crawl).
+    closed = finite & post.prior_only()
+    half_width = np.sqrt(2.0 * drop / post.P[closed])
+    lo_out[closed] = np.exp(post.m[closed] - half_width)
+    hi_out[closed] = np.exp(post.m[closed] + half_width)
+    ok = np.flatnonzero(finite & ~closed)
     if ok.size == 0:
         return lo_out, hi_out
     u_hat = np.log(lam_hat[ok])

@@ -20,7 +20,8 @@ the priors are fitted once, after the last day, over all buckets (by the caller)
 Per day, in the daily run's order:
 
 1. **stale rows**: log rows older than their URL's ``last_fetch_at`` of day d-1 are left
-   out and reported (``ingest.split_stale_rows``' rule, reason ``stale_fetched_at``);
+   out and reported (:func:`split_stale`, the rule's one home, which update_state's fold
+   calls too; ``ingest.split_stale_rows`` quarantines them as ``stale_fetched_at``);
 2. each remaining row and signal gets its host's trust flags from the hosts of day d-1
    (hosts not yet known: not trusted);
 3. one :func:`fold_day` call over every URL of the bucket (vectorised over URLs);

@@ -72,6 +72,13 @@ def empty_state() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object") for c in STATE_COLUMNS})
 
 
+def importance_by_url(urls: pd.Series, weights: pd.Series) -> pd.Series:
+    """One weight per URL, indexed by URL: duplicates resolve to the largest (the pandas
+    twin of jobs.ingest.importance_by_url, which rebuild_state uses)."""
+    return pd.Series(pd.to_numeric(weights).to_numpy(float),
+                     index=urls.to_numpy(dtype=object)).groupby(level=0).max()
+
+
 def _col(frame, name, default):
     return pd.array(frame[name], dtype="boolean").fillna(default).to_numpy(dtype=bool) \
         if name in frame else \
