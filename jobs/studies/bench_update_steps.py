@@ -15,7 +15,7 @@ Prints one JSON line per step, medians of ``--repeats``:
   median seconds and the peak of memory allocated during the call (tracemalloc, which
   numpy reports to), in MB;
 - ``fold``: update_state's fold function (:func:`jobs.update_state._fold_fn`, i.e.
-  :func:`jobs.core.state_update.fold_day` plus the importance weights) in pandas over 8
+  :func:`jobs.core.state_update.fold_day` plus the importance weights, Arrow in and out) over 8
   URL-hash buckets of state/dt=D-1 with the fetch logs of D and the importance table (the
   rows a bucket's cogroup hands it; no trust flags, no signals): seconds for all 8;
 - ``log_checks``: :func:`jobs.ingest.read_fetch_logs` of D, checked and persisted, counted;
@@ -99,10 +99,12 @@ def fold(root: str, date: str, repeats: int) -> dict:
     def bucket_rows(b):  # through Arrow, as the cogroup hands them (null ints as floats)
         parts = [pa.Table.from_pandas(f, preserve_index=False)
                  for f in (fetch_rows[fb == b], weight_rows[wb == b])]
-        return (pa.concat_tables(parts, promote_options="default").to_pandas()
-                .reindex(columns=cols))
+        return pa.Table.from_pandas(pa.concat_tables(parts, promote_options="default")
+                                    .to_pandas().reindex(columns=cols), preserve_index=False)
 
-    buckets = [(state[sb == b].reset_index(drop=True), bucket_rows(b)) for b in range(8)]
+    # Arrow tables, as the cogroup's applyInArrow hands them.
+    buckets = [(pa.Table.from_pandas(state[sb == b].reset_index(drop=True), preserve_index=False),
+                bucket_rows(b)) for b in range(8)]
     fn = update_state._fold_fn(load_config(None, [f"paths.root={root}"]), date)
     return {"step": "fold", "state_rows": len(state), "log_rows": len(logs),
             "importance_rows": len(weights),
