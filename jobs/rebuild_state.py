@@ -88,18 +88,7 @@ def _out_schema():
 
 def _arrow(pdf: pd.DataFrame, kind: str, schema):
     """``pdf`` (columns named as in ``schema``; the others null) as an Arrow table of it."""
-    import pyarrow as pa
-
-    n = len(pdf)
-    arrays = []
-    for f in schema:
-        if f.name == "_kind":
-            arrays.append(pa.array([kind] * n, pa.string()))
-        elif f.name in pdf.columns:
-            arrays.append(pa.array(pdf[f.name], type=f.type, from_pandas=True))
-        else:
-            arrays.append(pa.nulls(n, f.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return schemas.table_from_pandas(pdf.assign(_kind=kind), schema)
 
 
 def _replay_fn(cfg: Config, days: list[str], schema):

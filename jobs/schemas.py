@@ -73,6 +73,16 @@ class Contract:
         return ", ".join(f"{c.name} {_SPARK[c.kind]}" for c in self.columns)
 
 
+def table_from_pandas(pdf, schema: pa.Schema) -> pa.Table:
+    """``pdf``'s columns named in ``schema`` as an Arrow table of exactly that schema; a
+    field ``pdf`` lacks is all null, and no pandas index or metadata is added (the pandas
+    functions behind ``applyInArrow`` return tables that must match Spark's schema)."""
+    n = len(pdf)
+    return pa.Table.from_arrays(
+        [pa.array(pdf[f.name], type=f.type, from_pandas=True) if f.name in pdf.columns
+         else pa.nulls(n, f.type) for f in schema], schema=schema)
+
+
 class SchemaError(ValueError):
     """An input file does not meet its contract; says which file and which column."""
 

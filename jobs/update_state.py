@@ -68,15 +68,9 @@ def _fold_fn(cfg: Config, run_date: str):
     """Per URL bucket: yesterday's rows and today's rows in, the folded rows out, as Arrow
     tables (``applyInArrow``): PySpark's own pandas conversion of the wide rows, both ways,
     cost more than the fold itself at 10M URLs; pyarrow's is a few times cheaper."""
-    import pyarrow as pa
-
     params = update_params(cfg)
     default_importance = float(cfg.policy.default_importance)
     schema = _fold_arrow_schema()
-
-    def to_arrow(out: pd.DataFrame):
-        return pa.Table.from_arrays([pa.array(out[f.name], type=f.type, from_pandas=True)
-                                     for f in schema], schema=schema)
 
     def fold(state_t, rows_t):
         state_pdf, rows_pdf = state_t.to_pandas(), rows_t.to_pandas()
@@ -102,7 +96,7 @@ def _fold_fn(cfg: Config, run_date: str):
                                                  rows_pdf["importance"][is_imp])
         out["importance"] = (out["url"].map(weights).astype(float)
                              .fillna(default_importance).to_numpy())
-        return to_arrow(out)
+        return schemas.table_from_pandas(out, schema)
 
     return fold
 
@@ -154,7 +148,7 @@ def _estimate_udf(cfg: Config, levels: int):
 
     @pandas_udf(f"struct<{ddl}>")
     def estimate(rows: pd.DataFrame) -> pd.DataFrame:
-        em = rows[cols("prior_em")].fillna(False).to_numpy(dtype=bool)  # no fit joined: not EM
+        em = rows[cols("prior_em")].eq(True).to_numpy(dtype=bool)  # no fit joined: not EM
         shape, rate = estimators_shrinkage.choose_prior(
             rows[cols("prior_shape")].to_numpy(dtype=float),
             rows[cols("prior_rate")].to_numpy(dtype=float), em)

@@ -9,7 +9,8 @@ import pytest
 from jobs import partitions
 from jobs.config import load_config
 from jobs.studies.bench_common import PeakRSS, stage_line
-from jobs.studies.bench_daily import copy_files, io_limit, prepare_data, setup_todo, summary
+from jobs.studies.bench_daily import (commit_context, copy_files, git_commit, io_limit,
+                                      prepare_data, setup_todo, summary)
 
 
 def _write(path, n, start=0, row_group_size=None):
@@ -139,3 +140,19 @@ def test_rss_series_counts_a_child_as_a_python_worker():
         assert s["n"] >= 1 and s["python_workers"] > 0.09 and s["jvm"] == 0.0
     finally:
         child.wait()
+
+
+def test_commit_context_reports_the_start_commit_and_flags_an_edit_during_the_run():
+    clean = {"commit": "abc1234", "dirty": False, "diff": None}
+    assert commit_context(clean, dict(clean)) == {
+        "commit": "abc1234", "dirty": False, "code_changed_during_run": False}
+    moved = commit_context(clean, {"commit": "def5678", "dirty": False, "diff": None})
+    assert moved["commit"] == "abc1234" and moved["code_changed_during_run"]
+    edited = {"commit": "abc1234", "dirty": True, "diff": "1f0e"}
+    assert commit_context(clean, edited)["code_changed_during_run"]
+    # A file already dirty at the start and edited again during the run is a change too.
+    again = {"commit": "abc1234", "dirty": True, "diff": "9a2c"}
+    assert commit_context(edited, again)["code_changed_during_run"]
+    here = git_commit()  # this checkout: a real HEAD
+    assert len(here["commit"]) >= 7 and isinstance(here["dirty"], bool)
+    assert here == git_commit()  # nothing changed between two calls: no change flagged

@@ -88,3 +88,20 @@ def test_simulator_writes_the_planners_input_contracts(name, contract):
     assert [f.type for f in derived] == [f.type for f in contract.arrow_schema()]
     assert all(f.nullable for f in derived)
     schemas.check_schema(contract, derived, name)
+
+
+def test_table_from_pandas_gives_exactly_the_schema_with_absent_fields_null():
+    import pandas as pd
+
+    schema = pa.schema([pa.field("url", pa.string()), pa.field("n", pa.int64()),
+                        pa.field("x", pa.float64()),
+                        pa.field("at", pa.timestamp("us", tz="UTC"))])
+    pdf = pd.DataFrame({"x": [1.5, float("nan")], "url": ["a", None], "extra": [1, 2],
+                        "n": [3, 4]}, index=[10, 11])
+    t = schemas.table_from_pandas(pdf, schema)
+    assert t.schema == schema and t.schema.metadata is None  # no pandas index metadata
+    assert t.column("url").to_pylist() == ["a", None]
+    assert t.column("x").to_pylist() == [1.5, None]  # NaN is a null, as Spark reads it
+    assert t.column("at").null_count == 2
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
+        schemas.table_from_pandas(pdf.assign(n=["three", "four"]), schema)

@@ -28,6 +28,7 @@ every setup day already committed, so a 10M rerun neither regenerates nor re-fol
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -168,8 +169,19 @@ def git_commit() -> dict:
         return out.stdout.strip() if out.returncode == 0 else None
 
     head = git("rev-parse", "--short", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": head, "dirty": bool(status) if status is not None else None}
+    diff = git("diff", "HEAD", "--no-ext-diff")  # tracked files only
+    return {"commit": head, "dirty": bool(diff) if diff is not None else None,
+            # A digest, so that a second edit of an already edited file counts as a change.
+            "diff": hashlib.sha256(diff.encode()).hexdigest() if diff else diff}
+
+
+def commit_context(at_start: dict, at_end: dict) -> dict:
+    """The commit the run started from (Spark's Python workers import ``jobs`` when they
+    start, so a checkout edited during the run may time code of neither commit), and whether
+    HEAD or the tracked files changed before it ended: such a run's figures are not the
+    start commit's."""
+    return {"commit": at_start["commit"], "dirty": at_start["dirty"],
+            "code_changed_during_run": at_start != at_end}
 
 
 def run_chain(cfg, day: str, spark) -> tuple[dict, list[float], int]:
@@ -213,6 +225,7 @@ def main(argv=None) -> int:
     if args.days < 2:
         ap.error("--days must be >= 2: the timed day folds onto a committed yesterday")
     args.root = os.path.abspath(args.root)
+    at_start = git_commit()
     days = date_range(shift_day(args.end_date, 1 - args.days), args.end_date)
     day, yesterday = days[-1], days[-2]
 
@@ -253,7 +266,7 @@ def main(argv=None) -> int:
             load_before=[round(x, 2) for x in load_before],
             load_after=[round(x, 2) for x in os.getloadavg()], master=cfg.spark.master,
             spark_start_s=round(start_s, 1), setup_days_in_session=len(todo),
-            **git_commit())), flush=True)
+            **commit_context(at_start, git_commit()))), flush=True)
     finally:
         local_s3("stop", port, s3_dir)
     return 0
