@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.config import Config
-from jobs.core import host_plan, lanes
+from jobs.core import host_plan, lanes, plan_work
 from jobs.core.allocation_grid import multiplier_grid
 from jobs.params import budget_params, plan_context
 
@@ -47,11 +47,21 @@ def bucketed(cfg: Config, pages, page_rows: int = 0):
     is one bucket (every page of its hosts); ``page_rows`` bounds the page count (from the
     files' footers: no pass over the pages). Timestamps become epoch seconds (a double,
     whole microseconds / 1e6): Arrow moves timestamps to pandas three times slower, and
-    they were most of what a pass paid to hand the page table to Python."""
+    they were most of what a pass paid to hand the page table to Python. The fast lane's
+    URL patterns are matched here once (``plan_work.PATTERN_COLUMN``)."""
     from pyspark.sql import functions as F
 
     cols = [F.col(c).cast("double").alias(c) if c in host_plan.TIME_COLUMNS else F.col(c)
             for c in pages.columns]
+    pattern = cfg.lanes.fast_patterns
+    if lanes.compile_patterns(pattern) is not None:
+        # Matched once here, not in each of the three passes (a regex search per URL).
+        @F.pandas_udf("boolean")
+        def matches(urls: pd.Series) -> pd.Series:
+            return pd.Series(lanes.pattern_match(urls.to_numpy(dtype=object),
+                                                 lanes.compile_patterns(pattern)))
+
+        cols.append(matches("url").alias(plan_work.PATTERN_COLUMN))
     return pages.select(*cols).repartition(bucket_count(cfg, page_rows), "host")
 
 

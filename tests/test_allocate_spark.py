@@ -9,7 +9,8 @@ import pytest
 
 from jobs import allocate, build_schedule, policy_rates
 from jobs.fleet.schedule import read_shard_index
-from jobs.core import plan_work
+from jobs.params import plan_context
+from jobs.core import lanes, plan_work
 from jobs.core.allocation_kkt import objective_value
 from jobs.core.policies import get_policy, policy_rates as in_memory_rates
 from jobs.core.times import epoch_seconds
@@ -405,3 +406,19 @@ def test_a_page_timed_through_its_host_is_visited_just_after_the_hosts_hour(spar
     assert not 7.4 * hour <= off["https://t.example/p2"][0] <= 7.4 * hour + 2.5 * hour
     assert len(off["https://t.example/p0"]) == 1 and off["https://t.example/p0"][0] == \
         pytest.approx(on["https://t.example/p0"][0], abs=120)
+
+
+def test_bucketed_matches_the_fast_patterns_once_as_prepare_would(spark):
+    pages = _instance(n=60).assign(url=lambda d: [
+        u if i % 3 else (f"https://{h}/" if i % 2 else f"https://{h}/feed.xml")
+        for i, (u, h) in enumerate(zip(d.url, d.host))])
+    cfg = make_config("/nonexistent", "policy.name=optimal", "budget.daily_fetches=30")
+    sdf = spark.createDataFrame(pages.astype({"max_fetches_per_day": "float"}))
+    got = policy_rates.bucketed(cfg, sdf).toPandas().sort_values("url").reset_index(drop=True)
+    want = lanes.pattern_match(got["url"], lanes.compile_patterns(cfg.lanes.fast_patterns))
+    assert got[plan_work.PATTERN_COLUMN].tolist() == want.tolist() and 0 < want.sum() < len(want)
+    ctx = plan_context(cfg, W0, W0 + 86400)
+    with_column = plan_work.prepare(got, ctx)
+    without = plan_work.prepare(got.drop(columns=[plan_work.PATTERN_COLUMN]), ctx)
+    pd.testing.assert_frame_equal(with_column, without)
+    assert (with_column["lane"] == "fast").sum() >= want.sum()

@@ -212,3 +212,51 @@ def test_retry_after_delay_needs_the_receipt_time():
     assert http_fields.parse_retry_after(GOOD_DATE, None) == SUNDAY_1994
     got = http_fields.parse_retry_afters(["120", "60", GOOD_DATE], [np.nan, FETCHED, np.nan])
     assert np.isnan(got[0]) and got[1:].tolist() == [FETCHED + 60, SUNDAY_1994]
+
+
+def _mutated_dates(seed: int, n: int) -> list:
+    """Real IMF-fixdates over five millennia and single-character mutations of them."""
+    rng = np.random.default_rng(seed)
+    base = [http_fields.imf_fixdate(int(s)) for s in rng.integers(-3 * 10**10, 2.5 * 10**11, 400)]
+    base += ["Sat, 29 Feb 2020 00:00:00 GMT", "Fri, 29 Feb 2019 00:00:00 GMT",
+             "Mon, 01 Jan 0001 00:00:00 GMT", "Sat, 01 Jan 0000 00:00:00 GMT",
+             "Thu, 01 Jan 1970 00:00:60 GMT", "Thu, 01 Jan 1970 24:00:00 GMT",
+             "Fri, 31 Dec 9999 23:59:59 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
+             "Sun Nov  6 08:49:37 1994", "Thu, 01 Jan 1970 00:00:00 GMT\n"]
+    alphabet = list("0123456789 ,:-MonTueFriSatSunJanFebDecGMTx\n\x00\u00e9\u0661")
+    out = list(base)
+    for _ in range(n):
+        v = list(base[rng.integers(len(base))])
+        i = int(rng.integers(len(v) + 1))
+        op = rng.integers(3)
+        if op == 0 and i < len(v):
+            v[i] = alphabet[rng.integers(len(alphabet))]
+        elif op == 1:
+            v.insert(i, alphabet[rng.integers(len(alphabet))])
+        elif i < len(v):
+            del v[i]
+        out.append("".join(v))
+    return out + [None]
+
+
+@pytest.mark.parametrize("extra", [[], [5, 3.5, b"x", float("nan")]])
+def test_vectorised_dates_agree_with_the_scalar_grammar_on_hostile_values(extra):
+    # Arrow's path (str or None only) and the loop's (anything else in the column).
+    values = _mutated_dates(3, 6000) + extra
+    received = np.where(np.arange(len(values)) % 3 == 0, np.nan, float(FETCHED))
+    scalar = [http_fields.parse_http_date(v, None if np.isnan(r) else r)
+              for v, r in zip(values, received)]
+    parsed = http_fields.parse_http_dates(values, received)
+    assert [None if np.isnan(s) else int(s) for s in parsed] == scalar
+    assert sum(s is not None for s in scalar) > 400  # the sample holds valid dates too
+    valid = [v if http_fields.valid_http_date(v) else None for v in values]
+    assert http_fields.clean_dates(pd.Series(values, dtype=object)).tolist() == valid
+    grammar, seconds = http_fields.imf_fixdates(values)
+    assert grammar.tolist() == [isinstance(v, str) and http_fields._IMF.fullmatch(v) is not None
+                                for v in values]
+    assert (~np.isnan(seconds)).tolist() == [v is not None for v in valid]
+    normalised = http_fields.normalise_http_dates(values, received)
+    for v, r, got in zip(values, received, normalised):
+        s = (http_fields.parse_http_date(v, None if np.isnan(r) else r)
+             if isinstance(v, str) and http_fields._IMF.fullmatch(v) is None else None)
+        assert got == (http_fields.imf_fixdate(s) if s is not None else v) or got is v

@@ -234,3 +234,16 @@ def test_thinned_audits_rarely_fall_short_of_the_audit_budget():
     kept = np.array([(audit_priority(urls, day) > 1 - q).sum() for day in range(400)])
     assert (kept >= 15).mean() >= 0.95
     assert kept.mean() == pytest.approx(15 + 2 * 15 ** 0.5 + 1, rel=0.08)
+
+
+def test_fast_mask_takes_a_precomputed_pattern_match_for_the_pages_the_thresholds_leave():
+    pat = lanes.compile_patterns(r"^https?://[^/]+/?$")
+    urls = ["https://n.example/", "https://n.example/a", "https://n.example/hot",
+            "https://n.example/"]
+    matched = lanes.pattern_match(urls, pat)
+    assert matched.tolist() == [True, False, False, True]
+    args = (urls, [0.1, 0.1, 9.0, 0.1], [1, 1, 9, 1], [True, True, True, False], 4.0, 5.0, pat)
+    assert (lanes.fast_mask(*args, matched=matched).tolist()
+            == lanes.fast_mask(*args).tolist() == [True, False, True, False])
+    # The match is what decides: a caller's column is used as given, not recomputed.
+    assert lanes.fast_mask(*args, matched=~matched).tolist() == [False, True, True, False]

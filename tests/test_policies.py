@@ -138,3 +138,32 @@ def test_rate_floor_column_is_a_lower_bound_inside_the_cap():
     demand = pol.host_demand(pages, 3.0, grid)
     assert np.all(np.diff(demand) <= 1e-12) and demand.max() <= 3.0 + 1e-9
     assert demand.min() >= 2.0 - 1e-9  # the floor is always paid
+
+
+@pytest.mark.parametrize("objective", ["freshness", "age"])
+def test_demand_from_the_pairs_inside_each_price_range_equals_every_pair_priced(objective):
+    # The optimal policy's demand curves price only the (page, level) pairs inside each
+    # page's price range; pricing all of them must give the same curves, with floors,
+    # ceilings, binding caps, a host squeezed by its floors, a closed host and useless pages.
+    from jobs.core.allocation_grid import BoxedRates, capped_demand_curves
+    pages = pages_frame(7, n=3000, n_hosts=9)
+    rng = np.random.default_rng(7)
+    pages.loc[rng.random(len(pages)) < 0.05, "lambda_hat"] = 0.0
+    pages.loc[rng.random(len(pages)) < 0.05, "importance"] = 0.0
+    pages["rate_floor"] = np.where(rng.random(len(pages)) < 0.2, rng.uniform(0.5, 3, len(pages)), 0.0)
+    pages["rate_ceiling"] = np.where(rng.random(len(pages)) < 0.3, rng.uniform(0.05, 2, len(pages)), np.inf)
+    codes = pages["host"].astype(int).to_numpy()
+    order = np.argsort(codes, kind="stable")
+    pages, codes = pages.iloc[order].reset_index(drop=True), codes[order]
+    counts = np.bincount(codes, minlength=9)
+    caps = counts * np.array([50, 0.5, 2, 0.0, 5, 1, 0.001, 8, 3.0])  # 3 closed, 6 squeezed
+    pol = get_policy("optimal", f_min=F_MIN, f_max=F_MAX, objective=objective)
+    fn = pol.floored_rate_fn(pages)
+    assert isinstance(fn, BoxedRates)
+    grid = multiplier_grid(1e-6, 1e4, 256)
+    pairs = capped_demand_curves(fn, codes, counts, caps, grid)
+    every = capped_demand_curves(fn.dense, codes, counts, caps, grid)
+    np.testing.assert_allclose(pairs, every, rtol=1e-12, atol=1e-9)
+    assert np.all(np.diff(pairs, axis=1) <= 0)
+    assert (pairs[3] == 0).all() and (pairs[6] == caps[6]).all()
+    assert pairs[0, 0] > pairs[0, -1] > 0  # a curve that moves, down to its floors

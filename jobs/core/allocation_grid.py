@@ -15,6 +15,7 @@ refined inside the bracketing cell shrinks that loss further (3 passes).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -55,6 +56,37 @@ def capped_demand_curve(rate_fn, n_pages, cap, grid):
                                 np.array([int(n_pages)]), np.array([float(cap)]), grid)[0]
 
 
+@dataclass(frozen=True)
+class BoxedRates:
+    """A rate function ``level -> rates`` whose page i sits on a box bound outside its price
+    range: the same rate at every level <= ``lo[i]`` and at every level >= max(``lo[i]``,
+    ``hi[i]``) (:func:`jobs.core.allocation_prices.box_prices`), plus ``pairs(rows, levels)``,
+    the rates of pages ``rows`` at ``levels`` (1-D, one level per row). Given one,
+    :func:`capped_demand_curves` prices only the (page, level) pairs inside the range."""
+
+    dense: Callable[[np.ndarray], np.ndarray]
+    pairs: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __call__(self, level):
+        return self.dense(level)
+
+    def bounded(self, floor=None, ceiling=None) -> "BoxedRates":
+        """The same function with a per-page lower and/or upper bound on each rate (still
+        constant wherever it was)."""
+        def clip(rates, rows=None):
+            if ceiling is not None:
+                rates = np.minimum(rates, ceiling if rows is None else ceiling[rows])
+            if floor is not None:
+                rates = np.maximum(rates, floor if rows is None else floor[rows])
+            return rates
+
+        return BoxedRates(lambda level: clip(self.dense(level)),
+                          lambda rows, levels: clip(self.pairs(rows, levels), rows),
+                          self.lo, self.hi)
+
+
 def capped_demand_curves(rate_fn, codes, counts, caps, grid):
     r"""Every host's capped demand on the grid, shape (hosts, grid points):
 
@@ -63,11 +95,13 @@ def capped_demand_curves(rate_fn, codes, counts, caps, grid):
     with :math:`m_h` the host's cap price (:func:`host_cap_levels`, all hosts in one
     search) and :math:`D_h = C_h` for a host whose floors alone exceed its cap.
     ``codes[i]`` is page i's host; ``rate_fn`` maps a (k, n) block of per-page levels to
-    rates. The pages are priced at k grid levels per numpy call (chunks of
-    ``_CHUNK_ELEMS`` values) and summed per host with one ``add.reduceat``. At every grid
-    level g <= m_h a page is priced at m_h, so when many (page, level) pairs lie there its
-    rate at m_h is computed once and only the levels above go through ``rate_fn``
-    (``rate_fn(inf)`` stands in for the others: cheap, and replaced).
+    rates. A :class:`BoxedRates` is priced by :func:`_boxed_curves` (cost grows with the
+    pages and their pairs inside their price range); any other function at k grid levels
+    per numpy call (chunks of ``_CHUNK_ELEMS`` values), summed per host with one
+    ``add.reduceat``. At every grid level g <= m_h a page is priced at m_h, so when many
+    (page, level) pairs lie there its rate at m_h is computed once and only the levels
+    above go through ``rate_fn`` (``rate_fn(inf)`` stands in for the others: cheap, and
+    replaced).
     """
     grid = _check_grid(grid)
     codes = np.asarray(codes, dtype=np.int64)
@@ -76,11 +110,21 @@ def capped_demand_curves(rate_fn, codes, counts, caps, grid):
     if codes.size == 0:
         return out
     hosts = host_cap_levels(rate_fn, codes, counts, caps)
-    page_level = hosts.cap_level[codes]
+    if isinstance(rate_fn, BoxedRates):
+        out = _boxed_curves(rate_fn, codes, counts.size, hosts.cap_level[codes], grid)
+    else:
+        _dense_curves(rate_fn, codes, counts, hosts.cap_level, grid, out)
+    out = np.minimum(out, caps[:, None])
+    out[hosts.squeezed] = caps[hosts.squeezed, None]
+    return out
+
+
+def _dense_curves(rate_fn, codes, counts, cap_level, grid, out):
+    page_level = cap_level[codes]
     present = np.flatnonzero(counts > 0)
     starts = (np.cumsum(counts) - counts)[present]
     order = None if np.all(codes[1:] >= codes[:-1]) else np.argsort(codes, kind="stable")
-    below = np.searchsorted(grid, hosts.cap_level, side="right")  # grid levels <= m_h
+    below = np.searchsorted(grid, cap_level, side="right")  # grid levels <= m_h
     at_cap = None
     if np.dot(counts, below) > 0.1 * codes.size * grid.size:
         at_cap = np.asarray(rate_fn(page_level[None, :]))[0]
@@ -95,9 +139,47 @@ def capped_demand_curves(rate_fn, codes, counts, caps, grid):
         if order is not None:
             block = block[:, order]
         out[present, start:start + step] = np.add.reduceat(block, starts, axis=1).T
-    out = np.minimum(out, caps[:, None])
-    out[hosts.squeezed] = caps[hosts.squeezed, None]
-    return out
+
+
+def _boxed_curves(rate_fn: BoxedRates, codes, n_hosts, page_level, grid):
+    """Uncapped host sums of a :class:`BoxedRates` on the grid. Each page's curve is a
+    constant on three runs of grid levels -- at or below its cap price (its rate there),
+    at or below ``lo`` (its rate at level 0), at or above ``hi`` (at level inf) -- added to
+    a per-host difference array, and its pairs inside (lo, hi), solved in chunks of
+    ``_CHUNK_ELEMS``: three dense calls plus about a quarter of the grid's pairs, against
+    all of them."""
+    n, k = codes.size, grid.size
+    cap_end = np.searchsorted(grid, page_level, side="right")  # levels priced at m_h
+    inner_start = np.maximum(np.searchsorted(grid, rate_fn.lo, side="right"), cap_end)
+    inner_end = np.maximum(np.searchsorted(grid, rate_fn.hi, side="left"), inner_start)
+    row0 = codes * (k + 1)
+    steps = np.zeros(n_hosts * (k + 1))
+    for start, end, level in ((0, cap_end, page_level), (cap_end, inner_start, 0.0),
+                              (inner_end, k, np.inf)):
+        run = np.flatnonzero(np.broadcast_to(start < end, (n,)))
+        value = np.asarray(rate_fn(np.broadcast_to(level, (n,))), dtype=float)[run]
+        steps += np.bincount(row0[run] + np.broadcast_to(start, (n,))[run], weights=value,
+                             minlength=steps.size)
+        steps -= np.bincount(row0[run] + np.broadcast_to(end, (n,))[run], weights=value,
+                             minlength=steps.size)
+    out = np.cumsum(steps.reshape(n_hosts, k + 1), axis=1)[:, :k]
+    width = inner_end - inner_start
+    ends = np.cumsum(width)
+    first = 0
+    while first < n:  # pages [first, last) hold at most _CHUNK_ELEMS pairs (or one page)
+        last = max(first + 1, int(np.searchsorted(ends, ends[first] - width[first]
+                                                  + _CHUNK_ELEMS, side="right")))
+        w = width[first:last]
+        if w.sum():
+            rows = np.repeat(np.arange(first, last), w)
+            offset = np.arange(rows.size) - np.repeat(np.cumsum(w) - w, w)
+            level_at = np.repeat(inner_start[first:last], w) + offset
+            out += np.bincount(codes[rows] * k + level_at,
+                               weights=rate_fn.pairs(rows, grid[level_at]),
+                               minlength=n_hosts * k).reshape(n_hosts, k)
+        first = last
+    # Each curve is non-increasing; the difference array's round-off is not.
+    return np.minimum.accumulate(out, axis=1)
 
 
 def host_demand_curve(lam, weight, cap, grid, f_min=0.0, f_max=np.inf, objective="freshness"):

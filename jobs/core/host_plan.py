@@ -47,7 +47,8 @@ SUMMARY_DDL = ("host string, cap long, n_fast long, n_refresh long, n_gone long,
 SUMMARY_COLUMNS = [c.split()[0] for c in SUMMARY_DDL.split(", ")]
 # The page columns passes 1 and 2 read (pass 3 reads them all): allocate sends only these.
 LEVEL_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s", "gone",
-                 "crawl_delay_s", "max_fetches_per_day", "cap_factor", *timing.TIMING_COLUMNS)
+                 "crawl_delay_s", "max_fetches_per_day", "cap_factor", plan_work.PATTERN_COLUMN,
+                 *timing.TIMING_COLUMNS)
 # Timestamp columns; plan_bucket takes them as timestamps or as epoch seconds (doubles).
 TIME_COLUMNS = ("last_fetch_at", "last_success_at", "pending_signal_at")
 # A page's learnt rhythm (jobs.core.timing) as plan_work.prepare gives it to due_visits.

@@ -61,18 +61,30 @@ def compile_patterns(patterns: str):
     return re.compile("|".join(f"(?:{p})" for p in parts)) if parts else None
 
 
-def fast_mask(urls, lam, importance, is_known, min_lambda, min_importance, pattern) -> np.ndarray:
-    """Known pages that belong in the fast lane: (λ >= min and w >= min) or a URL pattern."""
+def pattern_match(urls, pattern) -> np.ndarray:
+    """Whether each URL matches the fast lane's compiled ``pattern`` (``re.search``)."""
+    urls = pd.Series(np.asarray(urls, dtype=object), dtype=object)
+    if pattern is None or not len(urls):
+        return np.zeros(len(urls), dtype=bool)
+    with warnings.catch_warnings():  # groups in a fast pattern are fine: we only test
+        warnings.filterwarnings("ignore", "This pattern is interpreted", UserWarning)
+        return urls.str.contains(pattern, na=False).to_numpy(dtype=bool)
+
+
+def fast_mask(urls, lam, importance, is_known, min_lambda, min_importance, pattern,
+              matched=None) -> np.ndarray:
+    """Known pages that belong in the fast lane: (λ >= min and w >= min) or a URL pattern.
+
+    ``matched``: :func:`pattern_match` of every URL with this ``pattern``, when the caller
+    has it already (allocate computes it once for its three passes)."""
     lam = np.nan_to_num(np.asarray(lam, dtype=float))
     w = np.nan_to_num(np.asarray(importance, dtype=float))
     known = np.asarray(is_known, dtype=bool)
     fast = (lam >= min_lambda) & (w >= min_importance) & known
     ask = np.flatnonzero(known & ~fast)  # only pages the thresholds left out
     if pattern is not None and ask.size:
-        urls = pd.Series(np.asarray(urls, dtype=object)[ask], dtype=object)
-        with warnings.catch_warnings():  # groups in a fast pattern are fine: we only test
-            warnings.filterwarnings("ignore", "This pattern is interpreted", UserWarning)
-            fast[ask] = urls.str.contains(pattern, na=False).to_numpy(dtype=bool)
+        fast[ask] = (np.asarray(matched, dtype=bool)[ask] if matched is not None
+                     else pattern_match(np.asarray(urls, dtype=object)[ask], pattern))
     return fast
 
 

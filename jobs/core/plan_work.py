@@ -31,6 +31,11 @@ from jobs.core.times import epoch_seconds
 from jobs.core.timing import TimingParams
 
 
+# Optional page column: lanes.pattern_match of the URL with ``fast_patterns``, computed once
+# by the caller (allocate, for its three passes); absent, prepare matches the URLs itself.
+PATTERN_COLUMN = "url_fast_pattern"
+
+
 @dataclass(frozen=True)
 class PlanContext:
     """Everything a host needs from the driver (pickled to executors; a few scalars).
@@ -125,9 +130,11 @@ def prepare(pages: pd.DataFrame, ctx: PlanContext, groups: HostGroups | None = N
     fast = np.zeros(len(pages), dtype=bool)
     if ctx.fast_enabled:
         # Only pages that could still join need the thresholds and the URL patterns.
+        matched = (pages[PATTERN_COLUMN].to_numpy(dtype=bool) if PATTERN_COLUMN in pages.columns
+                   else None)
         fast = (lanes.fast_mask(urls, lam, imp, known & ~gone & ~listed, ctx.fast_min_lambda,
-                                ctx.fast_min_importance, lanes.compile_patterns(ctx.fast_patterns))
-                | listed) & ~gone
+                                ctx.fast_min_importance, lanes.compile_patterns(ctx.fast_patterns),
+                                matched) | listed) & ~gone
     lane = np.where(~known, "discovery", np.where(fast, "fast", "refresh")).astype(object)
     audit, offset = lanes.audit_due(urls, ctx.audit_rate, ctx.audit_cadence_days,
                                     ctx.day_index)

@@ -38,7 +38,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from jobs.core.allocation_grid import blended_rates, capped_demand_curves, solve_multiplier
+from jobs.core.allocation_grid import (
+    BoxedRates, blended_rates, capped_demand_curves, solve_multiplier)
 from jobs.core.allocation_hosts import (
     caps_for, encode_hosts, floor_demand, host_cap_levels, rates_at_level, solve_budget)
 from jobs.core.allocation_kkt import check_box, check_objective, optimal_rates
@@ -96,6 +97,8 @@ class RatePolicy:
         floor = np.nan_to_num(pages["rate_floor"].to_numpy(dtype=float))
         if not np.any(floor > 0):
             return fn
+        if isinstance(fn, BoxedRates):
+            return fn.bounded(floor=floor)
         return lambda level: np.maximum(fn(level), floor)
 
     def host_floor(self, pages, cap):
@@ -193,14 +196,18 @@ class OptimalPolicy(RatePolicy):
         # the demand pass prices the same pages at every grid level, and most of them are
         # at f_min or f_max at most levels, so only the others need the stationarity root.
         bounds = box_prices(lam, weight, self.f_min, self.f_max, self.objective)
-        ceiling = _rate_ceiling(pages, self.f_min)
-        if ceiling is None:
-            return lambda level: optimal_rates(lam, weight, level, self.f_min, self.f_max,
-                                               self.objective, bounds=bounds)
+
+        def dense(level):
+            return optimal_rates(lam, weight, level, self.f_min, self.f_max, self.objective,
+                                 bounds=bounds)
+
+        def pairs(rows, levels):
+            return optimal_rates(lam[rows], weight[rows], levels, self.f_min, self.f_max,
+                                 self.objective, bounds=(bounds[0][rows], bounds[1][rows]))
+
         # A per-page upper bound only tightens the box: clip(f*, f_min, min(f_max, c)).
-        return lambda level: np.minimum(optimal_rates(lam, weight, level, self.f_min,
-                                                      self.f_max, self.objective,
-                                                      bounds=bounds), ceiling)
+        return BoxedRates(dense, pairs, *bounds).bounded(
+            ceiling=_rate_ceiling(pages, self.f_min))
 
     def page_bounds(self, pages, f_low, f_high):
         return price_range(_column(pages, "lambda_hat"), _timed_weight(pages, self.objective),
