@@ -1,6 +1,11 @@
 """bench_daily's pure parts: the pyarrow I/O limit, the summary arithmetic, the --keep rules."""
 import json
+import subprocess
+import sys
+import time
 from types import SimpleNamespace
+
+import psutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -8,7 +13,7 @@ import pytest
 
 from jobs import partitions
 from jobs.config import load_config
-from jobs.studies.bench_common import PeakRSS, stage_line
+from jobs.studies.bench_common import PeakRSS, process_kind, stage_line
 from jobs.studies.bench_daily import (commit_context, copy_files, git_commit, io_limit,
                                       prepare_data, setup_todo, summary)
 
@@ -156,3 +161,25 @@ def test_commit_context_reports_the_start_commit_and_flags_an_edit_during_the_ru
     here = git_commit()  # this checkout: a real HEAD
     assert len(here["commit"]) >= 7 and isinstance(here["dirty"], bool)
     assert here == git_commit()  # nothing changed between two calls: no change flagged
+
+
+def test_helpers_the_jvm_spawns_are_left_out_of_the_peak_and_python_children_are_not():
+    # Between clone and exec a chmod started by the JVM is named after the JVM thread and
+    # shows the JVM's RSS: counted, it doubled the JVM for one sample.
+    me = psutil.Process()
+    helper = subprocess.Popen(["sleep", "30"])
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        kinds = {process_kind(psutil.Process(p.pid), me) for p in (helper, worker)}
+        assert process_kind(me, me) == "driver"
+        assert kinds == {"spawned", "python_workers"}
+        assert process_kind(SimpleNamespace(pid=-1, name=lambda: "Executor task l"),
+                            me) == "spawned"
+        assert process_kind(SimpleNamespace(pid=-1, name=lambda: "java"), me) == "jvm"
+        with PeakRSS(interval=0.01, pss_every=1) as mem:
+            time.sleep(0.3)
+        assert set(mem.parts) == {"driver", "python_workers"}  # the sleep is not summed
+    finally:
+        for p in (helper, worker):
+            p.kill()
+            p.wait()

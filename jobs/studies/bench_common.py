@@ -18,11 +18,20 @@ import psutil
 
 
 def process_kind(proc, me) -> str:
-    """``jvm`` (Spark's driver and executors in local mode), ``driver`` (this Python
-    process) or ``python_workers`` (everything else: the pyspark daemon and its workers)."""
+    """``driver`` (this Python process), ``jvm`` (Spark's driver and executors in local
+    mode), ``python_workers`` (the pyspark daemon and its workers) or ``spawned``
+    (anything else: the ``chmod`` and ``jspawnhelper`` processes Hadoop's local file
+    system starts for every file it commits).
+
+    ``spawned`` is left out of the sums: between its clone and its exec such a child is
+    named after the JVM thread that starts it and its RSS is the JVM's own pages, so one
+    0.2 s sample could count the JVM twice (3.5 GB "Python workers" at 1M URLs)."""
     if proc.pid == me.pid:
         return "driver"
-    return "jvm" if proc.name() == "java" else "python_workers"
+    name = proc.name()
+    if name == "java":
+        return "jvm"
+    return "python_workers" if name.startswith("python") else "spawned"
 
 
 class PeakRSS:
@@ -41,7 +50,10 @@ class PeakRSS:
             parts, pss, with_pss = {}, 0, n % self.pss_every == 0
             for p in [me] + me.children(recursive=True):
                 try:
-                    kind, rss = process_kind(p, me), p.memory_info().rss
+                    kind = process_kind(p, me)
+                    if kind == "spawned":
+                        continue
+                    rss = p.memory_info().rss
                     if with_pss:
                         pss += getattr(p.memory_full_info(), "pss", rss)
                 except psutil.Error:

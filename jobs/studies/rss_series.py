@@ -23,7 +23,10 @@ def sample(root: psutil.Process) -> dict[str, float]:
     out = {"jvm": 0.0, "python_workers": 0.0, "n": 0}
     for p in root.children(recursive=True):
         try:
-            kind, rss = process_kind(p, root), p.memory_info().rss
+            kind = process_kind(p, root)
+            if kind == "spawned":
+                continue
+            rss = p.memory_info().rss
         except psutil.Error:
             continue
         out[kind] += rss / 2**30
