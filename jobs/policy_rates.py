@@ -53,13 +53,12 @@ def bucketed(cfg: Config, pages, page_rows: int = 0):
 
     cols = [F.col(c).cast("double").alias(c) if c in host_plan.TIME_COLUMNS else F.col(c)
             for c in pages.columns]
-    pattern = cfg.lanes.fast_patterns
-    if lanes.compile_patterns(pattern) is not None:
+    pattern = lanes.compile_patterns(cfg.lanes.fast_patterns)
+    if pattern is not None:
         # Matched once here, not in each of the three passes (a regex search per URL).
         @F.pandas_udf("boolean")
         def matches(urls: pd.Series) -> pd.Series:
-            return pd.Series(lanes.pattern_match(urls.to_numpy(dtype=object),
-                                                 lanes.compile_patterns(pattern)))
+            return pd.Series(lanes.pattern_match(urls.to_numpy(dtype=object), pattern))
 
         cols.append(matches("url").alias(plan_work.PATTERN_COLUMN))
     return pages.select(*cols).repartition(bucket_count(cfg, page_rows), "host")

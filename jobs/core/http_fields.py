@@ -277,6 +277,15 @@ def imf_fixdates(values) -> tuple[np.ndarray, np.ndarray]:
     return grammar, out
 
 
+def _parse_the_rest(values: np.ndarray, grammar: np.ndarray, received_at_s):
+    """(index, :func:`parse_http_date`) of each value :func:`imf_fixdates` did not take."""
+    rest = np.flatnonzero(~grammar)
+    received = _received(values[rest].tolist(), None if received_at_s is None else
+                         np.asarray(received_at_s, dtype=float)[rest])
+    for i, r in zip(rest, received):
+        yield i, parse_http_date(values[i], r)
+
+
 def parse_http_dates(values, received_at_s=None) -> np.ndarray:
     """:func:`parse_http_date` of each value (float Unix seconds; NaN where refused).
 
@@ -286,11 +295,7 @@ def parse_http_dates(values, received_at_s=None) -> np.ndarray:
     """
     values = np.asarray(list(values), dtype=object).ravel()
     grammar, out = imf_fixdates(values)
-    rest = np.flatnonzero(~grammar)
-    received = _received(values[rest].tolist(), None if received_at_s is None else
-                         np.asarray(received_at_s, dtype=float)[rest])
-    for i, r in zip(rest, received):
-        s = parse_http_date(values[i], r)
+    for i, s in _parse_the_rest(values, grammar, received_at_s):
         out[i] = math.nan if s is None else s
     return out
 
@@ -305,14 +310,9 @@ def normalise_http_dates(values, received_at_s) -> np.ndarray:
     """
     out = np.array(list(values), dtype=object).ravel()
     grammar, _ = imf_fixdates(out)
-    rest = np.flatnonzero(~grammar)
-    received = _received(out[rest].tolist(), None if received_at_s is None else
-                         np.asarray(received_at_s, dtype=float)[rest])
-    for i, r in zip(rest, received):
-        if isinstance(out[i], str):
-            s = parse_http_date(out[i], r)
-            if s is not None:
-                out[i] = imf_fixdate(s)
+    for i, s in _parse_the_rest(out, grammar, received_at_s):
+        if s is not None:
+            out[i] = imf_fixdate(s)
     return out
 
 
