@@ -177,9 +177,8 @@ def make_pages(p: WebParams, hosts: Hosts, host_ids: np.ndarray, page_no: np.nda
     dies = np.where(special, np.inf, np.maximum(born, 0.0) + life)
     gone = rng.random(n) < p.gone_share
     base_bytes = np.maximum(500, rng.lognormal(np.log(p.page_bytes_median), 0.6, n)).astype(np.int64)
-    with np.errstate(divide="ignore"):
-        since_change = rng.exponential(1.0, n) / np.where(lam_eff > 0, lam_eff, 0.0)
-    last0 = np.maximum(born, np.minimum(born, 0.0) - np.nan_to_num(since_change, posinf=1e9))
+    last0 = _last_change_before_day0(p, kind, lam, lam_eff, hour, weekday, born,
+                                     rng.exponential(1.0, n))
     discovered = np.where(born < 0, born, born + rng.exponential(p.discovery_delay_mean, n))
     url = np.array([_url(hosts.name[h], s, k) for h, s, k in zip(host_ids, section, page_no)],
                    dtype=object)
@@ -188,6 +187,31 @@ def make_pages(p: WebParams, hosts: Hosts, host_ids: np.ndarray, page_no: np.nda
     return Pages(host_ids, page_no, section, url, url_key, kind, lam, lam_eff, hour, importance,
                  born, dies, gone, base_bytes, last0, discovered, hosts.shard[host_ids],
                  on0 & (kind == BURSTY), weekday)
+
+
+def _last_change_before_day0(p: WebParams, kind, lam, lam_eff, hour, weekday, born,
+                             exp1) -> np.ndarray:
+    """Each page's last change before day 0 (its birth when it has none since), as its own
+    process would have placed it: what the first fetch's Last-Modified says.
+
+    A Poisson (and, at its long-run rate, a bursty) page's age at day 0 is Exp(λ); a daily
+    publisher last published k ~ Geometric(p) days back at its hour, a weekly one on its
+    weekday k ~ Geometric(p) weeks back. ``exp1`` (one Exp(1) draw per page) gives each of
+    them, so no other draw of the web moves. (Until this was written, every page born before
+    day 0 read as unchanged since its birth, up to 1,000 days: a static web to anyone who
+    read its Last-Modified, whatever its rate.)"""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        poisson_age = exp1 / np.where(lam_eff > 0, lam_eff, 0.0)           # inf: never
+        # Geometric(q) on {1, 2, ...} from the same draw: ceil(E / -log(1 - q)).
+        tries = np.maximum(np.ceil(exp1 / -np.log1p(-np.clip(lam, 0.0, 1.0))), 1.0)
+    start_weekday = p.start_date.weekday()
+    days_back_to_weekday = (start_weekday - weekday - 1) % 7 + 1   # its last one before day 0
+    age = np.select(
+        [kind == DAILY, kind == WEEKLY],
+        [tries - hour, days_back_to_weekday + 7.0 * (tries - 1.0) - hour],
+        poisson_age)
+    age = np.where(lam_eff > 0, age, np.inf)
+    return np.where(born < 0, np.maximum(born, -np.nan_to_num(age, posinf=1e9)), born)
 
 
 def _weekly_draws(p: WebParams, host_ids: np.ndarray, page_no: np.ndarray):
