@@ -109,7 +109,7 @@ def shard_day_changes(p: WebParams, pages: Pages, ids: np.ndarray, day: int,
         out_t.append(bt)
 
     # Weekly pages last: no draw at all without them, so the draws above stay as they were.
-    sel = (kind == WEEKLY) & (pages.weekday[ids] == (p.start_date.weekday() + day) % 7)
+    sel = (kind == WEEKLY) & (pages.weekday[ids] == p.weekday_of(day))
     _publish_at_hour(sel, pages, ids, lam, live, a, b, day, rng, out_ids, out_t)
     return np.concatenate(out_ids).astype(np.int64), np.concatenate(out_t)
 

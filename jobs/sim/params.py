@@ -221,6 +221,11 @@ class WebParams:
         """Calendar date of day number ``day``."""
         return self.start_date + dt.timedelta(days=int(day))
 
+    def weekday_of(self, day):
+        """``date.weekday()`` (Monday 0) of day number(s) ``day``: the day a weekly page
+        publishes when it equals the page's ``weekday``."""
+        return (self.start_date.weekday() + day) % 7
+
 
 def web_overrides(pairs) -> dict:
     """``name=value`` strings (e.g. ``quota_host_share=0.1``, ``quota_per_page=(0.1, 0.2)``)

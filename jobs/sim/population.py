@@ -200,18 +200,17 @@ def _last_change_before_day0(p: WebParams, kind, lam, lam_eff, hour, weekday, bo
     them, so no other draw of the web moves. (Until this was written, every page born before
     day 0 read as unchanged since its birth, up to 1,000 days: a static web to anyone who
     read its Last-Modified, whatever its rate.)"""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        poisson_age = exp1 / np.where(lam_eff > 0, lam_eff, 0.0)           # inf: never
+    changes = lam_eff > 0
+    with np.errstate(divide="ignore"):
+        poisson_age = exp1 / np.where(changes, lam_eff, 1.0)
         # Geometric(q) on {1, 2, ...} from the same draw: ceil(E / -log(1 - q)).
         tries = np.maximum(np.ceil(exp1 / -np.log1p(-np.clip(lam, 0.0, 1.0))), 1.0)
-    start_weekday = p.start_date.weekday()
-    days_back_to_weekday = (start_weekday - weekday - 1) % 7 + 1   # its last one before day 0
+    days_back_to_weekday = (p.weekday_of(-1) - weekday) % 7 + 1   # its last one before day 0
     age = np.select(
         [kind == DAILY, kind == WEEKLY],
         [tries - hour, days_back_to_weekday + 7.0 * (tries - 1.0) - hour],
         poisson_age)
-    age = np.where(lam_eff > 0, age, np.inf)
-    return np.where(born < 0, np.maximum(born, -np.nan_to_num(age, posinf=1e9)), born)
+    return np.where((born < 0) & changes, np.maximum(born, -age), born)
 
 
 def _weekly_draws(p: WebParams, host_ids: np.ndarray, page_no: np.ndarray):
