@@ -462,8 +462,10 @@ class LanesConfig:
     backfill_horizon_days: float = _doc("Budget the day's due visits leave unused (fewer due than the "
                                         "budget) pulls forward the next visit of refresh and fast "
                                         "pages due within this many days after the window, best "
-                                        "importance x P(changed) first, within each host's cap, to "
-                                        "the end of the window; written as refresh "
+                                        "first by the freshness the pull buys (P(changed) x "
+                                        "importance x the fresh time until the visit would have "
+                                        "come), within each host's cap, to the end of the "
+                                        "window; written as refresh "
                                         "(metrics.planned_backfill). Not timed pages (their next "
                                         "visit waits for their change time). 0 disables.",
                                         default=1.0)

@@ -323,8 +323,9 @@ PLAN = Contract("plan", "plan/dt=YYYY-MM-DD/*.parquet",
     C("host", "string", "its host"),
     C("lane", "string", "refresh, fast or discovery (gone pages: refresh)"),
     C("reason", "string", "why the page gets its rate: gone_recheck, discovery, "
-                          "discovery_deferred, push_signal, fast_lane, host_cap, min_rate, "
-                          "max_rate, timed, multiplier or policy (jobs/core/plan_table.py)"),
+                          "discovery_deferred, push_signal, signal_not_worth, fast_lane, "
+                          "host_cap, min_rate, max_rate, timed, multiplier or policy "
+                          "(jobs/core/plan_table.py)"),
     C("planned_rate", "float", "planned visits per day"),
     C("visits", "int", "candidate visits in the window after the host cap, before the budget "
                        "cut (the schedule holds the ones that survived it)"),

@@ -338,3 +338,25 @@ def test_stationary_ratio_solves_its_equation_to_round_off(objective):
     assert converged and iterations == 1
     np.testing.assert_allclose(phi(r), y, rtol=1e-12)
     assert np.all(np.diff(r[np.argsort(target)]) >= 0)  # monotone in the target
+
+
+def test_stale_visit_value_is_the_expected_fresh_time_until_the_next_change_or_visit():
+    from jobs.core.allocation_kkt import stale_visit_value
+    lam = np.array([2.0, 40.0, 0.05, 0.0, 3.0, 1e-12])
+    w = np.array([3.0, 1.0, 1.0, 2.0, 0.0, 1.0])
+    horizon = np.array([0.5, np.inf, 10.0, 4.0, 1.0, 2.0])
+    v = stale_visit_value(lam, w, horizon)
+    want = [3.0 * (1 - np.exp(-1.0)) / 2.0, 1.0 / 40.0, (1 - np.exp(-0.5)) / 0.05,
+            2.0 * 4.0, 0.0, 2.0 - 2e-12]  # λ → 0: T - λT²/2; λ = 0: T; w = 0: nothing
+    np.testing.assert_allclose(v, want, rtol=1e-12)
+    # A Monte Carlo check of E[w min(Exp(λ), T)] at λ = 2, T = 0.5.
+    x = np.random.default_rng(0).exponential(1 / 2.0, 400_000)
+    np.testing.assert_allclose(v[0], 3.0 * np.minimum(x, 0.5).mean(), rtol=5e-3)
+    # Never above w/λ, the marginal value at f = 0 (a page priced at its floor, w/λ < μ,
+    # is not worth a visit even known stale).
+    assert np.all(v[:3] <= w[:3] / lam[:3] + 1e-15)
+    np.testing.assert_allclose(v[1], marginal_value(40.0, 1.0, 0.0), rtol=1e-12)
+    with pytest.raises(ValueError, match="horizon_days"):
+        stale_visit_value([1.0], [1.0], [0.0])
+    with pytest.raises(ValueError, match="lam"):
+        stale_visit_value([-1.0], [1.0], [1.0])

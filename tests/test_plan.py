@@ -7,6 +7,7 @@ import pytest
 from jobs.config import Config
 from jobs.core import http_fields, plan
 from jobs.core.host_plan import plan_bucket
+from jobs.core.policies import get_policy
 from jobs.params import plan_context
 
 W0 = 1_800_000_000.0
@@ -195,6 +196,32 @@ def test_push_signal_jumps_the_queue_with_p_changed_one():
     assert v.p_changed.iloc[0] == 1.0 and v.due_s.iloc[0] == W0 and bool(v.signal.iloc[0])
 
 
+@pytest.mark.parametrize("policy,acted", [("optimal", ["https://h/p0"]),
+                                           ("uniform", ["https://h/p0", "https://h/p1"])])
+def test_a_signal_is_acted_on_only_when_a_visit_now_is_worth_the_price(policy, acted):
+    # Both pages signaled a change since their fetch an hour ago. p0 changes every 20 days:
+    # a visit now keeps it fresh for weeks. p1 changes 40 times a day: a visit keeps it
+    # fresh for about 36 minutes, 1/40 of a day x its weight 1, below the price 0.2.
+    pages = _host(2, lambda_hat=[0.05, 40.0], importance=[1.0, 1.0])
+    pages["last_fetch_at"] = pd.to_datetime([W0 - 3600] * 2, unit="s", utc=True)
+    pages["last_success_at"] = pages["last_fetch_at"]
+    pages["pending_signal_at"] = pd.to_datetime([W0 - 60] * 2, unit="s", utc=True)
+    ctx = _ctx()
+    rates = get_policy(policy, f_min=ctx.f_min, f_max=ctx.f_max)
+    out = plan_bucket(pages, _ctx(policy=rates, level=0.2 if policy == "optimal" else 30.0))
+    v = _visits(out)
+    now = v[v.signal.astype(bool)]
+    assert sorted(now.url) == acted
+    assert (now.due_s == W0).all() and (now.p_changed == 1.0).all()
+    reason = out[out.reason.notna()].set_index("url").reason
+    assert reason["https://h/p0"] == "push_signal"
+    assert reason["https://h/p1"] == ("signal_not_worth" if policy == "optimal" else "push_signal")
+    if policy == "optimal":  # p1 keeps its rhythm: the floor rate, next due in 90 days
+        assert "https://h/p1" not in set(v.url)
+    # metrics.signals_pending still counts every pending signal, acted on or not.
+    assert out[out.url.isna()].signals.sum() == 2
+
+
 def test_audit_sample_is_fetched_in_full_whatever_the_policy():
     ctx = _ctx(audit_rate=1.0)
     pages = _host(10, interval_s=30 * 86400.0)  # the policy wants none of them today
@@ -357,10 +384,12 @@ def test_backfill_pulls_the_next_days_best_visits_into_the_hosts_spare_cap():
     assert len(due) == 20 and len(v) == 30 and len(fill) == 10
     assert (fill.due_s == W1 - 1.0).all()
     assert not set(fill.url) & set(due.url)          # tomorrow's visits, not today's again
-    # best importance x P(changed) first: importance falls with the page number and every
-    # candidate waited about as long, so the ten most important of tomorrow's pages
+    # Best first by the freshness a pull buys: P(changed) at the pull x w x the fresh time
+    # until the visit would have come, (1 - e^(-λΔ))/λ. Importance falls with the page
+    # number and Δ grows with it: the middle of tomorrow's pages, not its first ten.
     tomorrow = sorted(set(pages.url) - set(due.url), key=lambda u: int(u.split("p")[-1]))
-    assert sorted(fill.url, key=lambda u: int(u.split("p")[-1])) == tomorrow[:10]
+    assert sorted(fill.url, key=lambda u: int(u.split("p")[-1])) == _best_pulls(pages, tomorrow)
+    assert _best_pulls(pages, tomorrow) != tomorrow[:10]  # importance x P(changed)'s choice
     pd.testing.assert_frame_equal(off[off.url.isna()].reset_index(drop=True),
                                   on[on.url.isna()].reset_index(drop=True))
     # a full host has nothing to pull into
@@ -368,10 +397,24 @@ def test_backfill_pulls_the_next_days_best_visits_into_the_hosts_spare_cap():
     assert len(full) == 30 and not (full.lane == "backfill").any()
 
 
+def _best_pulls(pages, urls, k=10):
+    """The k of ``urls`` (pages of :func:`_spread_host`, λ̂ = 2, one visit every 2 days)
+    whose next visit pulled to the window's last second buys most freshness."""
+    p = pages.set_index("url").loc[urls]
+    last = p.last_success_at.map(lambda t: t.timestamp()).to_numpy()
+    pull, lam = W1 - 1.0, 2.0
+    gained = (last + 2 * 86400.0 - pull) / 86400.0
+    changed = 1 - np.exp(-lam * (pull - last) / 86400.0)
+    value = changed * p.importance * -np.expm1(-lam * gained) / lam
+    best = value.sort_values(ascending=False).index[:k]
+    return sorted(best, key=lambda u: int(u.split("p")[-1]))
+
+
 def test_backfill_leaves_timed_pages_alone():
     """A timed page's next visit waits for its change time: pulled to the end of today it
     would come before the change. Pages 20-29 (due tomorrow, the most important of
-    tomorrow's) change every day at 05:00, so the 10 spare slots go to pages 30-39."""
+    tomorrow's) change every day at 05:00, so the 10 spare slots go to pages 30-39, the
+    only others due tomorrow."""
     from jobs.core import timing
 
     pages = _spread_host(40, delay=2880.0)
@@ -382,5 +425,6 @@ def test_backfill_leaves_timed_pages_alone():
     fill = v[v.lane == "backfill"]
     assert sorted(int(u.split("p")[-1]) for u in fill.url) == list(range(30, 40))
     untimed = _visits(plan_bucket(pages, _ctx()))
-    assert sorted(int(u.split("p")[-1]) for u in untimed[untimed.lane == "backfill"].url) \
-        == list(range(20, 30))
+    pulled = sorted(untimed[untimed.lane == "backfill"].url, key=lambda u: int(u.split("p")[-1]))
+    assert pulled == _best_pulls(pages, [f"https://h/p{i}" for i in range(20, 40)])
+    assert set(pulled) & {f"https://h/p{i}" for i in range(20, 30)}

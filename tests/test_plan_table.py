@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from jobs.core import host_plan, plan_table
+from jobs.core.allocation_kkt import stale_visit_value
 from jobs.core.freshness import freshness
 from tests.test_host_plan import LEVELS, W0, _bucket, _by_host, _ctx
 
@@ -46,17 +47,24 @@ def test_reasons_follow_gone_discovery_signal_and_the_host_cap(planned):
     frontier = p.index[p.lane == "discovery"]
     assert set(plan.reason[frontier]) <= {"discovery", "discovery_deferred"}
     signal = p.index[p.pending_signal_at.notna() & ~p.gone & (p.lane != "discovery")]
-    assert len(signal) and (plan.reason[signal] == "push_signal").all()
+    # A signal is acted on when a visit now buys at least the day's multiplier (the level).
+    s = plan.loc[signal]
+    assert not (s.reason == "timed").any()  # no timing gain in this bucket: the weight is w
+    worth = stale_visit_value(s.lambda_hat, s.importance, 1.0 / s.planned_rate) >= LEVELS[0]
+    assert worth.any() and not worth.all()
+    assert (s.reason[worth] == "push_signal").all()
+    assert (s.reason[~worth] == "signal_not_worth").all()
     # h3.example allows 25 fetches a day for ~60 pages: its cap binds; h4 (10 s delay) not.
     assert plan.cap_binds[plan.host == "h3.example"].all()
     assert (plan.host_cap[plan.host == "h3.example"] == 25).all()
     capped = plan[(plan.host == "h3.example") & (plan.lane == "refresh")]
-    assert len(capped) and set(capped.reason) <= {"host_cap", "push_signal", "gone_recheck"}
+    assert len(capped) and set(capped.reason) <= {"host_cap", "push_signal", "signal_not_worth",
+                                                  "gone_recheck"}
     assert "host_cap" in set(capped.reason)
     free = plan[(plan.host == "h4.example") & (plan.lane == "refresh")]
     assert not free.cap_binds.any()
     assert set(free.reason) <= {"multiplier", "min_rate", "max_rate", "push_signal",
-                                "gone_recheck", "fast_lane"}
+                                "signal_not_worth", "gone_recheck", "fast_lane"}
     assert set(plan.reason) <= set(plan_table.REASONS)
 
 
@@ -102,8 +110,15 @@ def test_other_policies_say_policy_and_floors_say_min_rate():
     refresh = plan[(plan.lane == "refresh") & ~plan.cap_binds]
     assert "policy" in set(refresh.reason) and "multiplier" not in set(plan.reason)
     assert plan.marginal_value.isna().all()
+    # A policy that does not price visits acts on every signal.
+    p = pages.set_index("url")
+    signal = p.index[p.pending_signal_at.notna() & ~p.gone & (p.lane != "discovery")]
+    assert len(signal) and (plan.reason[signal] == "push_signal").all()
     # optimal at a very high price: every uncapped refresh page sits at the lowest rate.
     _, dear = _split(host_plan.plan_bucket(pages, _ctx("optimal", level=1e6)))
-    free = dear[(dear.lane == "refresh") & ~dear.cap_binds & (dear.reason != "push_signal")
-                & (dear.reason != "gone_recheck")]
+    free = dear[(dear.lane == "refresh") & ~dear.cap_binds
+                & ~dear.reason.isin(["signal_not_worth", "gone_recheck"])]
     assert len(free) and (free.reason == "min_rate").all()
+    # ... and no visit is worth that price: every signal is left to the page's rhythm.
+    assert not (dear.reason == "push_signal").any()
+    assert (dear.reason == "signal_not_worth").sum() == len(signal)

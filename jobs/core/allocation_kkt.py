@@ -293,6 +293,43 @@ def marginal_value(lam, weight, f, objective="freshness"):
     return np.where(useful, out, 0.0)
 
 
+def stale_visit_value(lam, weight, horizon_days):
+    r"""Freshness one visit buys a page known changed, in importance x days.
+
+    The copy is stale now (a push signal said so, P(changed) = 1). A visit now keeps it
+    fresh until the page's next change or its next visit ``horizon_days`` later, whichever
+    comes first, so the visit is worth
+
+    .. math::
+
+        V = w\,E[\min(X, T)] = \frac{w\,(1 - e^{-\lambda T})}{\lambda},
+        \qquad X \sim \mathrm{Exp}(\lambda),
+
+    the freshness of one refresh interval of Cho & Garcia-Molina (ACM TODS 28(4), 2003,
+    §3) and ``w T`` as λ → 0. It is in the units of the budget multiplier μ (a visit/day
+    kept for a day is one visit): at the optimum the day's marginal visit buys μ, so a
+    visit worth less than μ costs freshness elsewhere. :math:`V \le w/\lambda`, the
+    marginal value at f = 0: a page too fast for its weight (w/λ < μ, priced at its floor)
+    is not worth a visit even when it is known stale, since it will be stale again
+    within 1/λ days.
+
+    Parameters
+    ----------
+    lam, weight : array_like
+        Change rate (per day, >= 0) and importance (>= 0) of each page.
+    horizon_days : array_like
+        Days to the page's next visit (> 0; inf: none planned).
+    """
+    lam, weight = check_pages(lam, weight)
+    horizon = np.broadcast_to(np.asarray(horizon_days, dtype=float), lam.shape)
+    if np.any(np.isnan(horizon) | (horizon <= 0)):
+        raise ValueError("horizon_days must be > 0 (inf: no next visit)")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # -expm1(-x)/lam is exact for small x; lam = 0 leaves w T (inf with no next visit).
+        fresh_days = np.where(lam > 0, -np.expm1(-lam * horizon) / lam, horizon)
+        return np.where(weight > 0, weight * fresh_days, 0.0)
+
+
 def optimal_rates(lam, weight, mu, f_min=0.0, f_max=np.inf, objective="freshness",
                   bounds=None):
     r"""Best refresh rate of each page at price μ per visit/day (KKT, box-clipped).

@@ -230,8 +230,13 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     rate, res = plan_work.lane_rates(b, ctx)
     last_fetch, last_success, signal_at = (plan_work.seconds(pages, c) for c in TIME_COLUMNS)
     known, gone = work["known"].to_numpy(), work["gone"].to_numpy()
-    # A trusted push signal newer than the last fetch: due now, P(changed) = 1.
-    signal = (~np.isnan(signal_at) & (np.isnan(last_fetch) | (signal_at > last_fetch)) & known)
+    # A trusted push signal newer than the last fetch: due now, P(changed) = 1, when a visit
+    # now is worth the day's price (a page changing many times a day is stale again within
+    # hours: its signal is no news, and its visit would cost a better one elsewhere).
+    signaled = (~np.isnan(signal_at) & (np.isnan(last_fetch) | (signal_at > last_fetch)) & known)
+    signal = signaled.copy()
+    if ctx.policy is not None and signal.any():
+        signal[signaled] = ctx.policy.stale_visit_worth(work[signaled], rate[signaled], ctx.level)
     rhythm_from = rhythm_anchor(last_fetch, last_success, pages)
     period = 86400.0 / np.where(rate > 0, rate, 1.0)
     page_cols = {
@@ -303,7 +308,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     figures = {"host": g.labels, "url": None, "lane": None, "crawl_delay_s": delay,
                "due_count": visit_hosts.counts,
                "carried": visit_hosts.counts - kept_due,
-               "known_urls": g.count(known), "signals": g.count(signal), "cap": b.cap,
+               "known_urls": g.count(known), "signals": g.count(signaled), "cap": b.cap,
                "discovery_deferred": g.count((lane == "discovery") & ~keep),
                "health_withheld": _health_withheld(b, rate, ctx)}
     for w_key, wf_key, mask in (("weight_sum", "weighted_freshness", live),
@@ -325,6 +330,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         visits=per_page, audit=audited > 0, host_cap=b.cap[g.codes], cap_binds=binds[g.codes],
         policy=policy, f_min=getattr(policy, "f_min", ctx.f_min),
         f_max=getattr(policy, "f_max", ctx.f_max), window_start=ctx.window_start,
-        timing_gain=work["timing_gain"].to_numpy(), rate_ceiling=work["rate_ceiling"].to_numpy())
+        timing_gain=work["timing_gain"].to_numpy(), rate_ceiling=work["rate_ceiling"].to_numpy(),
+        signal_ignored=signaled & ~signal)
     out = pd.concat([out, pd.DataFrame(figures), rows], ignore_index=True)
     return out.reindex(columns=PLAN_COLUMNS)

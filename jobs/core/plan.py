@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import timing
+from jobs.core.allocation_kkt import stale_visit_value
 from jobs.core.freshness import p_changed
 from jobs.core.host_groups import HostGroups
 from jobs.core.times import DAY_S
@@ -139,14 +140,20 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
 
 def backfill_visits(pages: pd.DataFrame, window_start: float, window_end: float,
                     horizon_s: float) -> pd.DataFrame:
-    """Each page's next visit due in ``[window_end, window_end + horizon_s)``, pulled forward
+    r"""Each page's next visit due in ``[window_end, window_end + horizon_s)``, pulled forward
     to the window's end, as candidates for budget the due visits leave unused.
 
     At the end of the window a pulled visit moves as little as possible off its page's
-    rhythm. P(changed) and the priority are recomputed at that earlier instant, from the
-    later of the last success and the page's last visit inside the window (optional column
-    ``after_s``, NaN: none), so the visits worth most (importance x P(changed)) are pulled
-    first. Never-fetched pages are due in the window already and are not repeated here.
+    rhythm. P(changed) is recomputed at that earlier instant, from the later of the last
+    success and the page's last visit inside the window (optional column ``after_s``, NaN:
+    none). The priority is the freshness the pull buys, in importance x days: if the page
+    changed (P(changed)), its copy is fresh from the pull until its next change or until
+    the visit would have come anyway, :math:`\Delta` days later,
+    :math:`P\,w\,(1 - e^{-\lambda\Delta})/\lambda`
+    (:func:`jobs.core.allocation_kkt.stale_visit_value`). Importance x P(changed) would pull
+    the fast pages first, which are stale again within the hour, and visits due an hour
+    after the window as readily as those due a day after. Never-fetched pages are due in
+    the window already and are not repeated here.
     """
     if horizon_s <= 0 or len(pages) == 0:
         return due_visits(pages.iloc[0:0], window_start, window_end)
@@ -157,10 +164,13 @@ def backfill_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     if "after_s" in nxt.columns:
         since = np.fmax(since, nxt["after_s"].to_numpy(dtype=float))
     elapsed = np.where(np.isnan(since), np.inf, (due - since) / DAY_S)
-    pc = p_changed(nxt["lambda_hat"].to_numpy(dtype=float), np.maximum(elapsed, 0.0))
+    lam = nxt["lambda_hat"].to_numpy(dtype=float)
+    pc = p_changed(lam, np.maximum(elapsed, 0.0))
+    gained_days = (nxt["due_s"].to_numpy(dtype=float) - due) / DAY_S
     nxt["due_s"] = due
     nxt["p_changed"] = np.where(np.isinf(elapsed), 1.0, pc)
-    nxt["priority"] = nxt["importance"].to_numpy(dtype=float) * nxt["p_changed"]
+    nxt["priority"] = nxt["p_changed"].to_numpy() * stale_visit_value(
+        np.nan_to_num(lam), nxt["importance"].to_numpy(dtype=float), gained_days)
     return nxt
 
 

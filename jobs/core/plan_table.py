@@ -13,6 +13,10 @@ gone_recheck           confirmed gone; re-checked every ``policy.gone_recheck_da
 discovery              a frontier URL picked for a first fetch today
 discovery_deferred     a frontier URL below today's discovery threshold (fetched later)
 push_signal            a trusted push signal newer than the last fetch: due now
+signal_not_worth       a trusted push signal newer than the last fetch, not acted on
+                       (policy ``optimal``): a visit now buys less than the day's
+                       multiplier (:func:`jobs.core.allocation_kkt.stale_visit_value`; the
+                       page changes again within hours); the page keeps its rate
 fast_lane              the fast lane's rate (a floor when ``lanes.fast_as_floor``)
 host_cap               the host's daily cap binds: the page gets less than the policy
                        would give it (its marginal value is above the day's multiplier)
@@ -44,6 +48,8 @@ REASONS = {
     "discovery": "a frontier URL picked for a first fetch today",
     "discovery_deferred": "a frontier URL below today's discovery threshold",
     "push_signal": "a trusted push signal newer than the last fetch: due now",
+    "signal_not_worth": "a trusted push signal newer than the last fetch, not acted on: a "
+                        "visit now buys less than the day's multiplier; the page keeps its rate",
     "fast_lane": "the fast lane's rate",
     "host_cap": "the host's daily cap binds (the page's marginal value is above the "
                 "day's multiplier, the host has no visits left)",
@@ -75,9 +81,11 @@ def p_stale(lam, last_success_s, at_s) -> np.ndarray:
 
 
 def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy, f_min, f_max,
-            rate_ceiling=None):
+            rate_ceiling=None, signal_ignored=None):
     """The reason code of each page (:data:`REASONS`), the first that applies."""
     lane = np.asarray(lane, dtype=object)
+    ignored = (np.zeros(lane.size, bool) if signal_ignored is None
+               else np.asarray(signal_ignored, dtype=bool))
     name = getattr(policy, "name", None)
     interior = "multiplier" if name == "optimal" else "policy"
     out = np.where(rate <= f_min * (1 + _TOL), "min_rate",
@@ -88,7 +96,8 @@ def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy,
         out[:] = "policy"
     fast = (lane == "fast") & (rate <= fast_rate * (1 + _TOL))
     for mask, code in ((cap_binds & (lane != "discovery"), "host_cap"),
-                       (fast, "fast_lane"), (signal, "push_signal"),
+                       (fast, "fast_lane"), (ignored, "signal_not_worth"),
+                       (signal, "push_signal"),
                        ((lane == "discovery") & ~selected, "discovery_deferred"),
                        ((lane == "discovery") & selected, "discovery"), (gone, "gone_recheck")):
         out[mask] = code  # later rules win: they are checked first in the table above
@@ -97,7 +106,8 @@ def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy,
 
 def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, importance,
               lambda_hat, last_success_s, visits, audit, host_cap, cap_binds, policy,
-              f_min, f_max, window_start, timing_gain=None, rate_ceiling=None) -> pd.DataFrame:
+              f_min, f_max, window_start, timing_gain=None, rate_ceiling=None,
+              signal_ignored=None) -> pd.DataFrame:
     """One plan row per page (columns ``host``, ``url``, ``lane`` and :data:`PLAN_ROW_COLUMNS`).
 
     ``visits``/``audit``: the page's candidate visits and whether one is an audit, after the
@@ -105,12 +115,13 @@ def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, impor
     ``policy`` is the refresh policy the day was solved with (its box: ``f_min``/``f_max``).
     ``timing_gain``/``rate_ceiling`` (per page, optional): a timed page's value multiplier
     and its one visit per period (:mod:`jobs.core.timing`); its marginal value is
-    :math:`g w F'(f)` below the ceiling, 0 at it.
+    :math:`g w F'(f)` below the ceiling, 0 at it. ``signal_ignored`` (optional): the pages
+    whose push signal the policy found not worth a visit now (``signal`` false there).
     """
     rate = np.asarray(rate, dtype=float)
     code = reasons(lane=lane, gone=gone, selected=selected, signal=signal, rate=rate,
                    fast_rate=fast_rate, cap_binds=cap_binds, policy=policy, f_min=f_min,
-                   f_max=f_max, rate_ceiling=rate_ceiling)
+                   f_max=f_max, rate_ceiling=rate_ceiling, signal_ignored=signal_ignored)
     priced = (np.asarray(lane, dtype=object) != "discovery") & ~np.asarray(gone, bool)
     mv = np.full(rate.size, np.nan)
     if getattr(policy, "name", None) == "optimal" and priced.any():

@@ -42,7 +42,7 @@ from jobs.core.allocation_grid import (
     BoxedRates, blended_rates, capped_demand_curves, solve_multiplier)
 from jobs.core.allocation_hosts import (
     caps_for, encode_hosts, floor_demand, host_cap_levels, rates_at_level, solve_budget)
-from jobs.core.allocation_kkt import check_box, check_objective, optimal_rates
+from jobs.core.allocation_kkt import check_box, check_objective, optimal_rates, stale_visit_value
 from jobs.core.allocation_prices import box_prices, price_range
 
 SECONDS_PER_DAY = 86400.0
@@ -126,6 +126,12 @@ class RatePolicy:
         :meth:`solve_level` (its bracket ends are blended to spend the budget).
         """
         return self.hosts_rates(pages, np.zeros(len(pages), np.int64), [cap], level)
+
+    def stale_visit_worth(self, pages, rate, level):
+        """Whether a visit now to each page, known changed (a push signal), is worth its
+        cost at ``level``; ``rate`` is the page's planned visits/day. Policies that do not
+        price visits (uniform, proportional, adaptive) take every such visit."""
+        return np.ones(len(pages), dtype=bool)
 
     def hosts_rates(self, pages, codes, caps, level):
         """:meth:`host_rates` of many hosts' pages at once; each host solves its own cap
@@ -212,6 +218,21 @@ class OptimalPolicy(RatePolicy):
     def page_bounds(self, pages, f_low, f_high):
         return price_range(_column(pages, "lambda_hat"), _timed_weight(pages, self.objective),
                            f_low, f_high, self.objective)
+
+    def stale_visit_worth(self, pages, rate, level):
+        """A visit to a page known stale buys :func:`stale_visit_value` (fresh until its
+        next change or its next planned visit, 1/rate days on); it is worth taking when
+        that is at least the price μ the day's marginal visit buys (the lower end of the
+        solved bracket). Under the age objective every such visit is taken (a stale copy's
+        age keeps growing until a visit, whatever λ)."""
+        if self.objective != "freshness" or level is None:
+            return super().stale_visit_worth(pages, rate, level)
+        mu = float(getattr(level, "mu_lower", level))
+        rate = np.asarray(rate, dtype=float)
+        horizon = np.where(rate > 0, 1.0 / np.where(rate > 0, rate, 1.0), np.inf)
+        value = stale_visit_value(_column(pages, "lambda_hat"),
+                                  _timed_weight(pages, self.objective), horizon)
+        return value >= mu
 
 
 def _timed_weight(pages, objective):
