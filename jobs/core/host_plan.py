@@ -143,18 +143,33 @@ def _health_withheld(b: plan_work.Bucket, rate: np.ndarray, ctx: PlanContext) ->
     return np.clip(wanted - got, 0.0, None)
 
 
-def _backfill(pullable: pd.DataFrame, kept: pd.DataFrame, spare: np.ndarray, g: HostGroups,
-              ctx: PlanContext) -> pd.DataFrame:
+def _stale_now(frame: pd.DataFrame, work: pd.DataFrame, rate: np.ndarray,
+               ctx: PlanContext) -> pd.DataFrame:
+    """Pages whose push signal the policy did not act on, as visits at the window start
+    (P(changed) = 1) whose priority is what the visit buys (the policy's
+    ``stale_visit_values``, the units of backfill's priority), for :func:`_backfill`."""
+    values = ctx.policy.stale_visit_values(work, rate) if len(frame) else None
+    if values is None:
+        return frame.iloc[0:0]
+    return frame.assign(due_s=ctx.window_start, p_changed=1.0, priority=values)
+
+
+def _backfill(pullable: pd.DataFrame, stale_now: pd.DataFrame, kept: pd.DataFrame,
+              spare: np.ndarray, g: HostGroups, ctx: PlanContext) -> pd.DataFrame:
     """Lane ``backfill``: each host's next-day visits pulled to the end of the window
-    (:func:`jobs.core.plan.backfill_visits`), best first, at most the cap its due visits left
+    (:func:`jobs.core.plan.backfill_visits`) and its ``stale_now`` pages without a visit in
+    the window (:func:`_stale_now`), best first, at most the cap its due visits left
     (``spare``). The day's cut gives the lane only what every other lane leaves unused."""
     empty = kept.iloc[0:0]
-    if ctx.backfill_s <= 0 or not len(pullable) or not np.any(spare > 0):
+    if ctx.backfill_s <= 0 or not (len(pullable) or len(stale_now)) or not np.any(spare > 0):
         return empty
     pullable = pullable[spare[g.codes[pullable["page"].to_numpy()]] > 0]
     last_in_window = kept.groupby("page")["due_s"].max()
     pullable = pullable.assign(after_s=pullable["page"].map(last_in_window).to_numpy(float))
-    cand = plan.backfill_visits(pullable, ctx.window_start, ctx.window_end, ctx.backfill_s)
+    stale_now = stale_now[~stale_now["page"].isin(last_in_window.index)]
+    cand = pd.concat([plan.backfill_visits(pullable, ctx.window_start, ctx.window_end,
+                                           ctx.backfill_s), stale_now.reindex(columns=kept.columns)],
+                     ignore_index=True)
     if not len(cand):
         return empty
     hosts = HostGroups.from_codes(g.labels, g.codes[cand["page"].to_numpy()])
@@ -233,6 +248,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # A trusted push signal newer than the last fetch: due now, P(changed) = 1, when a visit
     # now is worth the day's price (a page changing many times a day is stale again within
     # hours: its signal is no news, and its visit would cost a better one elsewhere).
+    # A signal not acted on may still take budget the day leaves unused (lane backfill).
     signaled = (~np.isnan(signal_at) & (np.isnan(last_fetch) | (signal_at > last_fetch)) & known)
     signal = signaled.copy()
     if ctx.policy is not None and signal.any():
@@ -277,11 +293,14 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     visit_hosts = HostGroups.from_codes(g.labels, g.codes[visits["page"].to_numpy()])
     kept, _ = plan.apply_host_caps(visits, visit_hosts, b.cap)
     kept_due = np.bincount(g.codes[kept["page"].to_numpy()], minlength=g.n)
-    # Backfill: known, not gone, untimed refresh and fast pages not already due in full.
-    pullable = (keep & ~catch_up & ~signal & ~gone & np.isin(lane, ("refresh", "fast"))
+    # Backfill: known, not gone, untimed refresh and fast pages not already due in full,
+    # and the signals not worth a planned visit, all ranked by what the visit buys.
+    ignored = signaled & ~signal & ~gone
+    pullable = (keep & ~catch_up & ~signaled & ~gone & np.isin(lane, ("refresh", "fast"))
                 & np.isnan(timed["period_s"]))
-    kept = pd.concat([kept, _backfill(frame[pullable], kept, b.cap - kept_due, g, ctx)],
-                     ignore_index=True)
+    stale_now = _stale_now(frame[ignored], work[ignored], rate[ignored], ctx)
+    kept = pd.concat([kept, _backfill(frame[pullable], stale_now, kept, b.cap - kept_due, g,
+                                      ctx)], ignore_index=True)
 
     page = kept["page"].to_numpy()
     host = g.codes[page]

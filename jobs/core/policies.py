@@ -127,11 +127,21 @@ class RatePolicy:
         """
         return self.hosts_rates(pages, np.zeros(len(pages), np.int64), [cap], level)
 
+    def stale_visit_values(self, pages, rate):
+        """What a visit now buys each page known changed (a push signal), in the units of
+        this policy's level, given its planned ``rate`` (visits/day); None for a policy
+        that does not price visits (uniform, proportional, adaptive)."""
+        return None
+
     def stale_visit_worth(self, pages, rate, level):
-        """Whether a visit now to each page, known changed (a push signal), is worth its
-        cost at ``level``; ``rate`` is the page's planned visits/day. Policies that do not
-        price visits (uniform, proportional, adaptive) take every such visit."""
-        return np.ones(len(pages), dtype=bool)
+        """Whether a visit now to each page known changed is worth its cost at ``level``:
+        :meth:`stale_visit_values` at least the price the day's marginal visit buys (the
+        lower end of a solved bracket). A policy that does not price visits takes every
+        such visit."""
+        values = self.stale_visit_values(pages, rate)
+        if values is None or level is None:
+            return np.ones(len(pages), dtype=bool)
+        return values >= float(getattr(level, "mu_lower", level))
 
     def hosts_rates(self, pages, codes, caps, level):
         """:meth:`host_rates` of many hosts' pages at once; each host solves its own cap
@@ -219,20 +229,16 @@ class OptimalPolicy(RatePolicy):
         return price_range(_column(pages, "lambda_hat"), _timed_weight(pages, self.objective),
                            f_low, f_high, self.objective)
 
-    def stale_visit_worth(self, pages, rate, level):
-        """A visit to a page known stale buys :func:`stale_visit_value` (fresh until its
-        next change or its next planned visit, 1/rate days on); it is worth taking when
-        that is at least the price μ the day's marginal visit buys (the lower end of the
-        solved bracket). Under the age objective every such visit is taken (a stale copy's
-        age keeps growing until a visit, whatever λ)."""
-        if self.objective != "freshness" or level is None:
-            return super().stale_visit_worth(pages, rate, level)
-        mu = float(getattr(level, "mu_lower", level))
+    def stale_visit_values(self, pages, rate):
+        """:func:`stale_visit_value`: fresh until the next change or the next planned visit,
+        1/rate days on, in importance-days like μ. None under the age objective (a stale
+        copy's age keeps growing until a visit, whatever λ: every such visit is taken)."""
+        if self.objective != "freshness":
+            return None
         rate = np.asarray(rate, dtype=float)
         horizon = np.where(rate > 0, 1.0 / np.where(rate > 0, rate, 1.0), np.inf)
-        value = stale_visit_value(_column(pages, "lambda_hat"),
-                                  _timed_weight(pages, self.objective), horizon)
-        return value >= mu
+        return stale_visit_value(_column(pages, "lambda_hat"),
+                                 _timed_weight(pages, self.objective), horizon)
 
 
 def _timed_weight(pages, objective):
