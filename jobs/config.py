@@ -465,7 +465,8 @@ class LanesConfig:
                                         "first by the freshness the pull buys (P(changed) x "
                                         "importance x the fresh time until the visit would have "
                                         "come), within each host's cap, to the end of the "
-                                        "window; written as refresh "
+                                        "window, beside the push signals not worth a planned "
+                                        "visit (at the window start); written as refresh "
                                         "(metrics.planned_backfill). Not timed pages (their next "
                                         "visit waits for their change time). 0 disables.",
                                         default=1.0)
