@@ -10,9 +10,11 @@ Lane budgets (:func:`jobs.core.lanes.cut_budgets`): fast, audit and discovery ge
 allocate planned for them (:meth:`jobs.core.lanes.LaneBudgets.planned`), or less if they
 have fewer candidates; refresh gets everything else, so budget a lane cannot use flows to
 refresh, and what refresh cannot use (fewer visits due than the budget) goes to lane
-``backfill``: the next day's visits pulled forward (:func:`jobs.core.plan.backfill_visits`),
-written to the schedule as refresh. ``audit`` is the policy-independent freshness audit sample; its rows
-are written to the schedule with lane ``audit`` and method ``full``. Their ``priority`` is a
+``backfill``: the next day's visits pulled forward (:func:`jobs.core.plan.backfill_visits`)
+and the push signals not worth a planned visit (:func:`jobs.core.host_plan.plan_bucket`),
+ranked by the freshness each buys, written to the schedule as refresh. ``audit`` is the
+policy-independent freshness audit sample; its rows are written to the schedule with lane
+``audit`` and method ``full``. Their ``priority`` is a
 hash of (URL, day) (see :func:`jobs.core.host_plan.plan_host`), so when the audit budget
 is smaller than the day's due sample, the cut keeps a uniform random subset of it rather
 than the pages the policy thinks most likely changed.

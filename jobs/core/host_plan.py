@@ -167,9 +167,8 @@ def _backfill(pullable: pd.DataFrame, stale_now: pd.DataFrame, kept: pd.DataFram
     last_in_window = kept.groupby("page")["due_s"].max()
     pullable = pullable.assign(after_s=pullable["page"].map(last_in_window).to_numpy(float))
     stale_now = stale_now[~stale_now["page"].isin(last_in_window.index)]
-    cand = pd.concat([plan.backfill_visits(pullable, ctx.window_start, ctx.window_end,
-                                           ctx.backfill_s), stale_now.reindex(columns=kept.columns)],
-                     ignore_index=True)
+    pulled = plan.backfill_visits(pullable, ctx.window_start, ctx.window_end, ctx.backfill_s)
+    cand = pd.concat([pulled, stale_now.reindex(columns=kept.columns)], ignore_index=True)
     if not len(cand):
         return empty
     hosts = HostGroups.from_codes(g.labels, g.codes[cand["page"].to_numpy()])
