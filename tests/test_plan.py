@@ -225,6 +225,9 @@ def test_a_signal_is_acted_on_only_when_a_visit_now_is_worth_the_price(policy, a
         np.testing.assert_allclose(extra.priority, stale_visit_value(40.0, 1.0, 90.0), rtol=1e-9)
         off = _visits(plan_bucket(pages, _ctx(policy=rates, level=0.2, backfill_s=0.0)))
         assert "https://h/p1" not in set(off.url)
+        # A page with a visit in the window already (here its audit) gets no second one.
+        audited = _visits(plan_bucket(pages, _ctx(policy=rates, level=0.2, audit_rate=1.0)))
+        assert audited[audited.url == "https://h/p1"].lane.tolist() == ["audit"]
     # metrics.signals_pending still counts every pending signal, acted on or not.
     assert out[out.url.isna()].signals.sum() == 2
 
