@@ -167,3 +167,31 @@ def test_demand_from_the_pairs_inside_each_price_range_equals_every_pair_priced(
     assert np.all(np.diff(pairs, axis=1) <= 0)
     assert (pairs[3] == 0).all() and (pairs[6] == caps[6]).all()
     assert pairs[0, 0] > pairs[0, -1] > 0  # a curve that moves, down to its floors
+
+
+def test_a_stale_visit_is_worth_its_price_only_under_the_freshness_optimum():
+    """What a visit to a page known changed buys (jobs.core.allocation_kkt.stale_visit_value)
+    against the day's price: the lower end of a solved bracket, or the level itself."""
+    from jobs.core.allocation_grid import MultiplierSolution
+    from jobs.core.allocation_kkt import stale_visit_value
+
+    pages = pages_frame(4)
+    rate = np.full(len(pages), 0.5)
+    value = stale_visit_value(pages.lambda_hat, pages.importance, 2.0)
+    optimal = get_policy("optimal", f_min=F_MIN, f_max=F_MAX)
+    np.testing.assert_allclose(optimal.stale_visit_values(pages, rate), value, rtol=1e-12)
+    mu = float(np.median(value))
+    worth = optimal.stale_visit_worth(pages, rate, mu)
+    assert worth.tolist() == (value >= mu).tolist() and 0 < worth.sum() < len(pages)
+    bracket = MultiplierSolution(2 * mu, mu, 0.4, 0.0, 0.0, mu, (mu, 2 * mu), True, True, "")
+    assert optimal.stale_visit_worth(pages, rate, bracket).tolist() == worth.tolist()
+    assert optimal.stale_visit_worth(pages, rate, None).all()  # no level: nothing to price
+    # A timed page's weight carries its timing gain, as in the rates.
+    timed = pages.assign(timing_gain=2.0)
+    np.testing.assert_allclose(optimal.stale_visit_values(timed, rate), 2 * value, rtol=1e-12)
+    # The age objective and the policies that do not price visits take every such visit.
+    age = get_policy("optimal", f_min=F_MIN, f_max=F_MAX, objective="age")
+    assert age.stale_visit_values(pages, rate) is None
+    for policy in (age, get_policy("uniform"), get_policy("proportional"),
+                   get_policy("adaptive")):
+        assert policy.stale_visit_worth(pages, rate, 1e9).all()
