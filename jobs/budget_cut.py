@@ -15,7 +15,7 @@ and the push signals not worth a planned visit (:func:`jobs.core.host_plan.plan_
 ranked by the freshness each buys, written to the schedule as refresh. ``audit`` is the
 policy-independent freshness audit sample; its rows are written to the schedule with lane
 ``audit`` and method ``full``. Their ``priority`` is a
-hash of (URL, day) (see :func:`jobs.core.host_plan.plan_host`), so when the audit budget
+hash of (URL, day) (see :func:`jobs.core.host_plan.plan_bucket`), so when the audit budget
 is smaller than the day's due sample, the cut keeps a uniform random subset of it rather
 than the pages the policy thinks most likely changed.
 

@@ -143,22 +143,12 @@ def _health_withheld(b: plan_work.Bucket, rate: np.ndarray, ctx: PlanContext) ->
     return np.clip(wanted - got, 0.0, None)
 
 
-def _stale_now(frame: pd.DataFrame, work: pd.DataFrame, rate: np.ndarray,
-               ctx: PlanContext) -> pd.DataFrame:
-    """Pages whose push signal the policy did not act on, as visits at the window start
-    (P(changed) = 1) whose priority is what the visit buys (the policy's
-    ``stale_visit_values``, the units of backfill's priority), for :func:`_backfill`."""
-    values = ctx.policy.stale_visit_values(work, rate) if len(frame) else None
-    if values is None:
-        return frame.iloc[0:0]
-    return frame.assign(due_s=ctx.window_start, p_changed=1.0, priority=values)
-
-
 def _backfill(pullable: pd.DataFrame, stale_now: pd.DataFrame, kept: pd.DataFrame,
               spare: np.ndarray, g: HostGroups, ctx: PlanContext) -> pd.DataFrame:
     """Lane ``backfill``: each host's next-day visits pulled to the end of the window
-    (:func:`jobs.core.plan.backfill_visits`) and its ``stale_now`` pages without a visit in
-    the window (:func:`_stale_now`), best first, at most the cap its due visits left
+    (:func:`jobs.core.plan.backfill_visits`) and its ``stale_now`` visits (turned-down push
+    signals at the window start, priced by what they buy) for pages without a visit in the
+    window, best first, at most the cap its due visits left
     (``spare``). The day's cut gives the lane only what every other lane leaves unused."""
     empty = kept.iloc[0:0]
     if ctx.backfill_s <= 0 or not (len(pullable) or len(stale_now)) or not np.any(spare > 0):
@@ -250,8 +240,11 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # A signal not acted on may still take budget the day leaves unused (lane backfill).
     signaled = (~np.isnan(signal_at) & (np.isnan(last_fetch) | (signal_at > last_fetch)) & known)
     signal = signaled.copy()
+    stale_value = None  # what a visit now buys each signaled page (a pricing policy only)
     if ctx.policy is not None and signal.any():
-        signal[signaled] = ctx.policy.stale_visit_worth(work[signaled], rate[signaled], ctx.level)
+        stale_value = ctx.policy.stale_visit_values(work[signaled], rate[signaled])
+        signal[signaled] = ctx.policy.stale_visit_worth(work[signaled], rate[signaled],
+                                                        ctx.level, values=stale_value)
     rhythm_from = rhythm_anchor(last_fetch, last_success, pages)
     period = 86400.0 / np.where(rate > 0, rate, 1.0)
     page_cols = {
@@ -293,11 +286,14 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     kept, _ = plan.apply_host_caps(visits, visit_hosts, b.cap)
     kept_due = np.bincount(g.codes[kept["page"].to_numpy()], minlength=g.n)
     # Backfill: known, not gone, untimed refresh and fast pages not already due in full,
-    # and the signals not worth a planned visit, all ranked by what the visit buys.
-    ignored = signaled & ~signal & ~gone
+    # and the signals not worth a planned visit (at the window start, P(changed) = 1), all
+    # ranked by what the visit buys.
     pullable = (keep & ~catch_up & ~signaled & ~gone & np.isin(lane, ("refresh", "fast"))
                 & np.isnan(timed["period_s"]))
-    stale_now = _stale_now(frame[ignored], work[ignored], rate[ignored], ctx)
+    ignored = ~signal[signaled] & ~gone[signaled]  # of the signaled rows: turned down
+    stale_now = frame[signaled][ignored].assign(
+        due_s=ctx.window_start, p_changed=1.0,
+        priority=stale_value[ignored] if stale_value is not None else np.nan)
     kept = pd.concat([kept, _backfill(frame[pullable], stale_now, kept, b.cap - kept_due, g,
                                       ctx)], ignore_index=True)
 

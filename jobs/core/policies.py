@@ -133,12 +133,13 @@ class RatePolicy:
         that does not price visits (uniform, proportional, adaptive)."""
         return None
 
-    def stale_visit_worth(self, pages, rate, level):
+    def stale_visit_worth(self, pages, rate, level, values=None):
         """Whether a visit now to each page known changed is worth its cost at ``level``:
-        :meth:`stale_visit_values` at least the price the day's marginal visit buys (the
-        lower end of a solved bracket). A policy that does not price visits takes every
-        such visit."""
-        values = self.stale_visit_values(pages, rate)
+        :meth:`stale_visit_values` (or ``values``, when the caller has them already) at
+        least the price the day's marginal visit buys (the lower end of a solved bracket).
+        A policy that does not price visits takes every such visit."""
+        if values is None:
+            values = self.stale_visit_values(pages, rate)
         if values is None or level is None:
             return np.ones(len(pages), dtype=bool)
         return values >= float(getattr(level, "mu_lower", level))
