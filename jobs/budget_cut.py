@@ -24,7 +24,9 @@ before, :func:`jobs.core.host_health.probe_due`) sit in a bin above every priori
 the cut keeps them first: otherwise a budget-bound day keeps only the limited host's
 visits that beat the others on value, fewer than its limit, and no day tests whether the
 host serves more. They are at most the host's cap a day (``floor(L)``), and still count
-against the lane's budget.
+against the lane's budget. Rhythm checks (:func:`jobs.core.host_plan._rhythm_checks`) are
+marked so too: one visit in the budget left unused, kept before the backfill pulls, that can
+stop a page falsely timed on the day taking a visit a day for nothing.
 """
 from __future__ import annotations
 

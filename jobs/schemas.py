@@ -249,6 +249,9 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
     C("tow_cos", "float", "decayed sum of cos(2 pi x time of week, from Monday 00:00 UTC)", True,
       False),
     C("tow_sin", "float", "decayed sum of sin(2 pi x time of week)", True, False),
+    C("tod_off_n", "float", "decayed changes seen between two of the page's phase windows of "
+                            "the day: >= 0.5 refutes its day rhythm (jobs/core/timing.py, rhythm "
+                            "checks; null: none)", True, False),
 ))
 
 HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",

@@ -597,3 +597,27 @@ def test_fast_lane_pages_are_never_timed_nor_lend_their_host_a_phase():
     # without the fast lane the same front page is timed and times the article through the host
     slow = plan_work.prepare(pages, ctx, plan_work.HostGroups.of(pages["host"].to_numpy(object)))
     assert (slow["period_s"] == DAY_S).all()
+
+
+@pytest.mark.parametrize("period, phase, last, window, expect", [
+    # weekly, publishing Tuesdays 06:00, last fetched on a Friday 22:46 before it was timed:
+    # the next Tuesday, not the one nearest a week after Friday (11 days on, stale for 7)
+    (WEEK_S, 1 * DAY_S + 6 * 3600, MON - 3 * DAY_S + 22.77 * 3600, MON, MON + DAY_S + 6 * 3600),
+    # daily at 06:00, last fetched at 23:00: tomorrow's 06:00, not the day after's
+    (DAY_S, 6 * 3600, MON - 3600, MON, MON + 6 * 3600),
+    # fetched just after today's change: the next day's
+    (DAY_S, 6 * 3600, MON + 6 * 3600 + 700, MON + 12 * 3600, MON + DAY_S + 6 * 3600),
+])
+def test_a_page_visited_once_a_period_goes_at_the_first_change_time_after_its_last_visit(
+        period, phase, last, window, expect):
+    pages = pd.DataFrame({"url": ["u"], "rate": [DAY_S / period], "rhythm_from_s": [last],
+                          "last_success_s": [last], "lambda_hat": [0.5], "importance": [1.0],
+                          "lane": ["refresh"], "period_s": [period], "phase_s": [phase],
+                          "spread_s": [0.0]})
+    v = plan.due_visits(pages, window, window + 2 * DAY_S, lag_s=600.0)
+    assert v.due_s.iloc[0] == pytest.approx(expect + 600.0)
+    # strictly after: a visit exactly at the instant does not repeat it
+    r = timing.Rhythm(np.array([period]), np.array([phase]), np.array([0.0]))
+    at = timing.next_phase_after(np.array([expect + 600.0]), r, 600.0)
+    assert at[0] == pytest.approx(expect + 600.0 + period)
+    assert np.isnan(timing.next_phase_after(np.array([np.nan]), r, 600.0)[0])

@@ -143,27 +143,57 @@ def _health_withheld(b: plan_work.Bucket, rate: np.ndarray, ctx: PlanContext) ->
     return np.clip(wanted - got, 0.0, None)
 
 
-def _backfill(pullable: pd.DataFrame, stale_now: pd.DataFrame, kept: pd.DataFrame,
-              spare: np.ndarray, g: HostGroups, ctx: PlanContext) -> pd.DataFrame:
+def _backfill(pullable: pd.DataFrame, stale_now: pd.DataFrame, checks: pd.DataFrame,
+              kept: pd.DataFrame, spare: np.ndarray, g: HostGroups,
+              ctx: PlanContext) -> pd.DataFrame:
     """Lane ``backfill``: each host's next-day visits pulled to the end of the window
-    (:func:`jobs.core.plan.backfill_visits`) and its ``stale_now`` visits (turned-down push
+    (:func:`jobs.core.plan.backfill_visits`), its ``stale_now`` visits (turned-down push
     signals at the window start, priced by what they buy) for pages without a visit in the
-    window, best first, at most the cap its due visits left
-    (``spare``). The day's cut gives the lane only what every other lane leaves unused."""
+    window, and its rhythm checks (``checks``, :func:`_rhythm_checks`), best first, at most
+    the cap its due visits left (``spare``). The day's cut gives the lane only what every
+    other lane leaves unused."""
     empty = kept.iloc[0:0]
-    if ctx.backfill_s <= 0 or not (len(pullable) or len(stale_now)) or not np.any(spare > 0):
+    if (ctx.backfill_s <= 0 or not (len(pullable) or len(stale_now) or len(checks))
+            or not np.any(spare > 0)):
         return empty
     pullable = pullable[spare[g.codes[pullable["page"].to_numpy()]] > 0]
     last_in_window = kept.groupby("page")["due_s"].max()
     pullable = pullable.assign(after_s=pullable["page"].map(last_in_window).to_numpy(float))
     stale_now = stale_now[~stale_now["page"].isin(last_in_window.index)]
     pulled = plan.backfill_visits(pullable, ctx.window_start, ctx.window_end, ctx.backfill_s)
-    cand = pd.concat([pulled, stale_now.reindex(columns=kept.columns)], ignore_index=True)
+    cand = pd.concat([pulled, stale_now.reindex(columns=kept.columns),
+                      checks.reindex(columns=kept.columns)], ignore_index=True)
     if not len(cand):
         return empty
     hosts = HostGroups.from_codes(g.labels, g.codes[cand["page"].to_numpy()])
     fill, _ = plan.apply_host_caps(cand, hosts, spare)
     return fill.assign(lane="backfill").reindex(columns=kept.columns)
+
+
+def _rhythm_checks(pages: pd.DataFrame, frame: pd.DataFrame, kept: pd.DataFrame, rate,
+                   last_success, live, ctx: PlanContext) -> pd.DataFrame:
+    """The rhythm checks of pages timed on the day that never went unchanged, visited above
+    ``f_min`` (:mod:`jobs.core.timing`, "Rhythm checks"): one each, halfway from its last
+    visit (in the window when it has one, else its last success) to its next phase window,
+    marked ``check`` (the day's cut keeps them first in lane backfill: ``probe``)."""
+    t = ctx.timing
+    empty = frame.iloc[0:0]
+    if t is None or not t.enabled or not all(c in pages for c in probes.PROBE_COLUMNS):
+        return empty
+    n_obs = np.nan_to_num(pages["n_observations"].to_numpy(dtype=float))
+    n_chg = np.nan_to_num(pages["n_changes"].to_numpy(dtype=float))
+    cand = (live & (frame["period_s"].to_numpy(dtype=float) == timing.DAY_S) & (n_obs >= 1.0)
+            & (n_chg >= n_obs) & (np.asarray(rate, dtype=float) > ctx.f_min * (1.0 + 1e-9)))
+    if not cand.any():
+        return empty
+    rows = np.flatnonzero(cand)
+    phase, half = timing.day_window(timing.stored(pages.iloc[rows]), t,
+                                    frame["lambda_hat"].to_numpy(dtype=float)[rows])
+    in_window = kept.groupby("page")["due_s"].max()
+    anchor = np.fmax(np.asarray(last_success, dtype=float)[rows],
+                     frame["page"].iloc[rows].map(in_window).to_numpy(dtype=float))
+    return plan.rhythm_check_visits(frame.iloc[rows], anchor, phase, half, ctx.window_start,
+                                    ctx.window_end).assign(check=True)
 
 
 def rhythm_anchor(last_fetch_s, last_success_s, pages: pd.DataFrame) -> np.ndarray:
@@ -271,7 +301,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # that time when it comes inside the window (plan.due_visits).
     timed = {c: work[c].to_numpy() for c in TIMED_COLUMNS}
     recheck = _early_visits(pages, work, rate, last_success, lane, timed["period_s"],
-                            known & ~gone & ~signal, ctx)
+                            known & ~gone, ctx)
     frame = pd.DataFrame({**page_cols, "lane": lane, **timed, **recheck})
     lag = ctx.timing.visit_lag_s if ctx.timing is not None else 0.0
     visits = pd.concat([
@@ -284,6 +314,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         visits = pd.concat([visits, _audit_visits(page_cols, b, ctx)], ignore_index=True)
     visit_hosts = HostGroups.from_codes(g.labels, g.codes[visits["page"].to_numpy()])
     kept, _ = plan.apply_host_caps(visits, visit_hosts, b.cap)
+    kept = kept.assign(check=False)
     kept_due = np.bincount(g.codes[kept["page"].to_numpy()], minlength=g.n)
     # Backfill: known, not gone, untimed refresh and fast pages not already due in full,
     # and the signals not worth a planned visit (at the window start, P(changed) = 1), all
@@ -294,8 +325,9 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     stale_now = frame[signaled][ignored].assign(
         due_s=ctx.window_start, p_changed=1.0,
         priority=stale_value[ignored] if stale_value is not None else np.nan)
-    kept = pd.concat([kept, _backfill(frame[pullable], stale_now, kept, b.cap - kept_due, g,
-                                      ctx)], ignore_index=True)
+    checks = _rhythm_checks(pages, frame, kept, rate, last_success, known & ~gone, ctx)
+    kept = pd.concat([kept, _backfill(frame[pullable], stale_now, checks, kept, b.cap - kept_due,
+                                      g, ctx)], ignore_index=True)
 
     page = kept["page"].to_numpy()
     host = g.codes[page]
@@ -334,6 +366,9 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # A probe-due host whose cap binds has its capped visits kept first by the day's cut
     # (not its audits, whose hash priority keeps the audit sample uniform).
     out["probe"] = (probe_due & binds)[host] & (out["lane"].to_numpy() != "audit")
+    # A rhythm check is kept first of the budget the day leaves unused: one visit that can
+    # stop a page taking a visit a day for nothing (jobs.core.timing, "Rhythm checks").
+    out["probe"] |= kept["check"].eq(True).to_numpy()
     per_page = np.bincount(page, minlength=len(pages))
     audited = np.bincount(page, weights=kept["lane"].to_numpy() == "audit", minlength=len(pages))
     rows = plan_table.page_rows(

@@ -67,8 +67,10 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
         being due at the window start.
     lag_s : float
         With columns ``period_s``, ``phase_s``, ``spread_s`` (a learnt rhythm, NaN: none),
-        a timed page's first visit moves to the nearest ``phase + lag_s + 2 spread`` of its
-        period (:func:`jobs.core.timing.snap_to_phase`) and the rest follow 1/f apart. A page
+        a timed page's first visit moves to the first ``phase + lag_s + 2 spread`` of its
+        period after its last visit plus k - 1 periods when it is visited once every k >= 1
+        periods (:func:`jobs.core.timing.next_phase_after`), else to the nearest one
+        (:func:`jobs.core.timing.snap_to_phase`), and the rest follow 1/f apart. A page
         with a true ``signal`` column (a push signal: due at the window start) keeps the
         window start only when that instant falls after the window. With columns
         ``recheck_s`` and ``recheck_p`` (a burst in progress, :mod:`jobs.core.bursts`; NaN:
@@ -102,6 +104,12 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
         # one in four weeks.)
         after_last = np.where(np.isnan(last), window_start, last + period)
         snapped = timing.snap_to_phase(after_last, period, r, lag_s, -np.inf)
+        # Visited once every k >= 1 periods: the first phase instant after k - 1 periods from
+        # the last visit (jobs.core.timing, "Placement"), not the one nearest k periods on.
+        periods = period / np.where(r.timed, r.period_s, DAY_S)
+        slow = r.timed & np.isfinite(last) & (periods >= 1.0 - 1e-9)
+        first_after = timing.next_phase_after(last + (periods - 1.0) * r.period_s, r, lag_s)
+        snapped = np.where(slow, first_after, snapped)
         snapped = np.where(snapped < window_start, timing.snap_to_phase(
             np.full(len(pages), window_start), period, r, lag_s, window_start), snapped)
         # A push signal says a timed page changed at its last phase: a visit just after its
@@ -172,6 +180,32 @@ def backfill_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     nxt["priority"] = nxt["p_changed"].to_numpy() * stale_visit_value(
         np.nan_to_num(lam), nxt["importance"].to_numpy(dtype=float), gained_days)
     return nxt
+
+
+def rhythm_check_visits(pages: pd.DataFrame, anchor_s, phase_s, half_width_s,
+                        window_start: float, window_end: float) -> pd.DataFrame:
+    r"""One visit per page that checks its day rhythm, halfway from ``anchor`` (its last
+    visit, after its phase) to its next phase window (:func:`jobs.core.timing.rhythm_check_at`),
+    where that instant falls in ``[window_start, window_end)``; candidates for the budget the
+    day leaves unused (module notes of :mod:`jobs.core.timing`, "Rhythm checks").
+
+    A once-a-day publisher does not change before the check, so at λ̂ the visit is priced as
+    a Poisson page's pull would be (:func:`backfill_visits`): P(changed) since the anchor
+    times what it buys until the window opens, :math:`P\,w\,(1 - e^{-\lambda\Delta})/\lambda`
+    with Δ the same half interval. ``pages`` has ``lambda_hat`` and ``importance``.
+    """
+    anchor = np.asarray(anchor_s, dtype=float)
+    at = timing.rhythm_check_at(anchor, phase_s, half_width_s)
+    ok = np.isfinite(at) & (at >= window_start) & (at < window_end)
+    visits = pages[ok].reset_index(drop=True)
+    half_days = (at[ok] - anchor[ok]) / DAY_S
+    lam = np.nan_to_num(visits["lambda_hat"].to_numpy(dtype=float))
+    pc = p_changed(lam, half_days)
+    visits["due_s"] = at[ok]
+    visits["p_changed"] = pc
+    visits["priority"] = pc * stale_visit_value(lam, visits["importance"].to_numpy(dtype=float),
+                                                half_days)
+    return visits
 
 
 def claim_order(visits: pd.DataFrame) -> np.ndarray:

@@ -144,8 +144,10 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     n = len(state)
     pos = pd.Series(np.arange(n), index=state["url"].to_numpy())
     stats, tod = _stats(state, run_date, params.half_life_days)
-    was_timed = timing.last_modified_is_change_bit(
-        tod, params.timing, pd.to_numeric(state["lambda_hat"]).to_numpy(dtype=float))
+    lam_before = pd.to_numeric(state["lambda_hat"]).to_numpy(dtype=float)
+    was_timed = timing.last_modified_is_change_bit(tod, params.timing, lam_before)
+    # Where each page's day rhythm says its changes come (jobs.core.timing, "Rhythm checks").
+    window_phase, window_half = timing.day_window(tod, params.timing, lam_before)
 
     last_fetch = _to_seconds(state["last_fetch_at"])
     last_success = _to_seconds(state["last_success_at"])
@@ -247,6 +249,11 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         claimed = scored & changed & claim_trusted[i]
         dated = lm_dated & ~claimed
         timing.add_changes(tod, i[dated], lm_change_at[dated], 1.0)
+        # A change between the page's phase windows refutes its day rhythm.
+        start_changed = ~np.isnan(last_change[i]) & (last_change[i] == last_known[i])
+        off = changed & timing.off_phase(last_known[i], t, start_changed, window_phase[i],
+                                         window_half[i])
+        np.add.at(tod["tod_off_n"], i[off], 1.0)
         mid, arc_w = timing.arc_evidence(last_known[i], t, params.timing.max_arc_s)
         arc = changed & ~lm_dated & ~claimed & (arc_w > 0)
         timing.add_changes(tod, i[arc], mid[arc], arc_w[arc])

@@ -9,7 +9,8 @@ interval ``(p, t]`` is shorter than ``max_arc_s`` adds the vector of the interva
 weighted by :math:`w = \operatorname{sinc}(L/P)`, the length of the mean of :math:`e^{i\theta}`
 over an arc of length L (a long arc says nearly nothing about the phase). The sums decay
 with the λ statistics' half-life, so five float columns per URL (:data:`TIMING_COLUMNS`)
-hold the whole memory.
+hold the whole memory, and a sixth counts the changes that refute a day rhythm ("Rhythm
+checks" below).
 
 **Rhythm.** With :math:`n` the decayed weight and :math:`C, S` the decayed sums on a circle of
 period :math:`P`, the mean resultant length :math:`\bar R = \sqrt{C^2+S^2}/n` measures how
@@ -98,11 +99,42 @@ a week or two apart are enough, where its own evidence would need five, five wee
 reads Last-Modified as a plain change bit for every URL the planner may time this way
 (:func:`last_modified_is_change_bit`).
 
-**Placement.** A timed page's next visit is the instant ``phase + lag`` of its period nearest one
-visit period after its last fetch (:func:`snap_to_phase`), where ``lag = visit_lag_s`` + two
-circular standard deviations, or, once that instant has passed, the next one from the window
-on (:func:`jobs.core.plan.due_visits`): the host's slots then put it at or after that
-instant.
+**Placement.** A timed page visited once every k ≥ 1 periods is next visited at the first
+instant ``phase + lag`` after its last fetch plus k − 1 periods (:func:`next_phase_after`), where
+``lag = visit_lag_s`` + two circular standard deviations: for k = 1 the first change time after
+its last visit. One visited more often keeps its grid, shifted through the nearest such
+instant (:func:`snap_to_phase`). Once that instant has passed, the next one from the window on
+(:func:`jobs.core.plan.due_visits`); the host's slots then put it at or after that instant.
+Until 2026-12-04 every timed page took the instant nearest one visit period after its last
+fetch, which is almost two periods away when that fetch was off the phase, as the fetches
+before a page is timed are: a weekly page fetched on a Friday that publishes on Tuesdays was
+next visited 11 days later, stale for the first 7.
+
+**Rhythm checks.** Dated changes can be locked to something other than the page's changes.
+A trusted push signal claims the *last* change before the host's sitemap snapshot or feed
+poll, so a page that changes 50 times a day claims one change a day, each minutes before
+the snapshot: as concentrated as a daily publisher's, and its λ̂ (every fetch changed, a
+flat likelihood resting on its prior, docs/estimation.md) passes the fetch-locking gate.
+Visited just after that "phase" it is changed at every visit, as a publisher with
+:math:`p \approx 1` is: its bits cannot tell them apart. In the 21 + 10-day backtest (run
+AA) 15-42 fast Poisson pages a seed were timed on the day so, modelled fresh 0.63-0.72 of
+the time and fresh 0.02-0.04, taking 5-16 visits a day against the oracle's 2-5. An interval
+that misses the phase can tell: a once-a-day publisher cannot change between a visit after
+its phase and its next phase window; a fast page almost surely does. So
+
+* the fold (:func:`jobs.core.state_update.fold_day`) counts in ``tod_off_n`` (decayed
+  with the other sums) each changed interval shorter than a day that lies between the
+  page's phase window :math:`[\phi - h, \phi + h]` (:func:`day_window`: h two of its own
+  circular sds, at least ``host_min_spread_s`` each) and the next, starting after the
+  window, or after φ at a fetch that saw a change (that day's change is seen)
+  (:func:`off_phase`); one such change refutes the day rhythm (``REFUTED_AT``) until a
+  half-life has passed;
+* a day-timed page its policy visits above ``f_min`` that never went unchanged
+  (``n_observations`` = ``n_changes``) gets a *rhythm check*: a visit halfway from its
+  last visit after its phase to its next phase window (:func:`rhythm_check_at`), as a
+  backfill candidate (:func:`jobs.core.host_plan.plan_bucket`), so it takes only budget the
+  day leaves unused. Unchanged, the page has shown it can go unchanged and is not checked
+  again; changed, its rhythm is refuted and it is priced as a Poisson page.
 """
 from __future__ import annotations
 
@@ -117,8 +149,13 @@ WEEK_S = 7 * DAY_S
 #: Monday 1970-01-05 00:00 UTC: week phases count from a Monday midnight.
 WEEK_ORIGIN_S = 4 * DAY_S
 
-#: Decayed weight, then (cos, sin) sums on the day circle and on the week circle.
-TIMING_COLUMNS = ("tod_n", "tod_cos", "tod_sin", "tow_cos", "tow_sin")
+#: Decayed weight, then (cos, sin) sums on the day circle and on the week circle, then the
+#: decayed count of changes seen away from the page's phase of the day (a refuted rhythm).
+TIMING_COLUMNS = ("tod_n", "tod_cos", "tod_sin", "tow_cos", "tow_sin", "tod_off_n")
+#: Decayed off-phase changes that refute a day rhythm: one, until a half-life has passed.
+REFUTED_AT = 0.5
+#: The shortest interval a rhythm check may cover: a shorter one says little about any rate.
+MIN_CHECK_ARC_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -228,6 +265,8 @@ def rhythm(sums: dict, params: TimingParams, lam) -> Rhythm:
         # The week wins where both pass (a weekly page is also concentrated in the day).
         take = ((enough & (r >= params.min_concentration)) | tight) & (
             lam * p_s / DAY_S <= params.max_changes_per_period)
+        if p_s == DAY_S:  # a change away from the phase refutes it (module notes)
+            take &= ~refuted(sums)
         angle = np.mod(np.arctan2(sin, cos), 2 * np.pi)
         period = np.where(take, p_s, period)
         phase = np.where(take, angle / (2 * np.pi) * p_s, phase)
@@ -251,10 +290,66 @@ def _day_candidates(sums: dict, params: TimingParams, lam):
     cos, sin = np.asarray(sums["tod_cos"], dtype=float), np.asarray(sums["tod_sin"], dtype=float)
     r = np.clip(np.hypot(cos, sin) / np.where(n > 0, n, 1.0), 0.0, 1.0)
     lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
-    day_gate = (r >= params.min_concentration) & (lam <= params.max_changes_per_period)
+    day_gate = ((r >= params.min_concentration) & (lam <= params.max_changes_per_period)
+                & ~refuted(sums))
     shrinking = params.enabled and params.host_min_dated_changes < params.min_dated_changes
     cand = day_gate & (n >= params.host_min_dated_changes) & shrinking
     return cand, (n, cos, sin), day_gate
+
+
+def refuted(sums: dict) -> np.ndarray:
+    """Rows whose day rhythm a change away from its phase refuted (module notes, "Rhythm
+    checks"); sums without ``tod_off_n`` (older callers) refute nothing."""
+    off = sums.get("tod_off_n")
+    if off is None:
+        return np.zeros(len(sums["tod_n"]), bool)
+    return np.nan_to_num(np.asarray(off, dtype=float)) >= REFUTED_AT
+
+
+def day_window(sums: dict, params: TimingParams, lam):
+    """Each row's own phase on the day (seconds after midnight UTC) and the half-width of the
+    window its changes fall in: two of its own circular sds, at least ``host_min_spread_s``
+    each. NaN where its day evidence would not time it, alone or through its host (fewer than
+    ``host_min_dated_changes`` dated changes, ``min_concentration`` or the fetch-locking gate
+    not met)."""
+    n = np.asarray(sums["tod_n"], dtype=float)
+    cos, sin = np.asarray(sums["tod_cos"], dtype=float), np.asarray(sums["tod_sin"], dtype=float)
+    r = np.clip(np.hypot(cos, sin) / np.where(n > 0, n, 1.0), 0.0, 1.0)
+    lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
+    ok = (params.enabled & (n >= min(params.host_min_dated_changes, params.tight_min_dated_changes))
+          & (r >= params.min_concentration) & (lam <= params.max_changes_per_period))
+    phase = np.mod(np.arctan2(sin, cos), 2 * np.pi) / (2 * np.pi) * DAY_S
+    half = 2.0 * np.maximum(_sd_s(r, DAY_S), params.host_min_spread_s)
+    return np.where(ok, phase, np.nan), np.where(ok, half, np.nan)
+
+
+def off_phase(start_s, end_s, start_changed, phase_s, half_width_s) -> np.ndarray:
+    """Whether each interval ``(start, end]`` (shorter than a day) lies between the phase
+    window :math:`[\\phi - h, \\phi + h]` of the day and the next: it starts after the window, or
+    after φ at a fetch that saw a change (``start_changed``: that day's change is seen), and
+    ends before the next window opens. A once-a-day publisher cannot change in it."""
+    start, end = np.asarray(start_s, dtype=float), np.asarray(end_s, dtype=float)
+    phase, half = np.asarray(phase_s, dtype=float), np.asarray(half_width_s, dtype=float)
+    length = end - start
+    known = np.isfinite(length) & np.isfinite(phase) & np.isfinite(half) & (2 * half < DAY_S)
+    # Position of the start from the window's opening, and of the window's close.
+    since_open = np.mod(start - np.nan_to_num(phase - half), DAY_S)
+    after = (since_open >= 2 * half) | ((since_open >= half)
+                                        & np.asarray(start_changed, dtype=bool))
+    return known & (length > 0) & (length < DAY_S) & after & (since_open + length < DAY_S)
+
+
+def rhythm_check_at(anchor_s, phase_s, half_width_s) -> np.ndarray:
+    """The instant halfway from ``anchor`` (a visit after the phase) to the opening of the next
+    phase window: a change seen then is :func:`off_phase`. NaN where the anchor is not after
+    φ, or the interval would be shorter than ``MIN_CHECK_ARC_S``."""
+    anchor = np.asarray(anchor_s, dtype=float)
+    phase, half = np.asarray(phase_s, dtype=float), np.asarray(half_width_s, dtype=float)
+    since_open = np.mod(anchor - np.nan_to_num(phase - half), DAY_S)
+    to_next = DAY_S - since_open
+    ok = (np.isfinite(anchor) & np.isfinite(phase) & np.isfinite(half)
+          & (since_open >= half) & (to_next / 2.0 >= MIN_CHECK_ARC_S))
+    return np.where(ok, anchor + to_next / 2.0, np.nan)
 
 
 def _log_i0(k):
@@ -371,6 +466,18 @@ def snap_to_phase(first_due_s, visit_period_s, r: Rhythm, lag_s: float, window_s
     snapped = due + shift
     snapped = np.where(snapped < window_start, snapped + m, snapped)
     return np.where(timed, snapped, due)
+
+
+def next_phase_after(after_s, r: Rhythm, lag_s: float) -> np.ndarray:
+    """The first instant ``phase + lag + 2 spread`` of each timed page's rhythm strictly after
+    ``after_s`` (NaN where not timed or ``after_s`` is NaN)."""
+    after = np.asarray(after_s, dtype=float)
+    timed = r.timed & np.isfinite(after)
+    period = np.where(timed, r.period_s, DAY_S)
+    origin = np.where(period == WEEK_S, WEEK_ORIGIN_S, 0.0)
+    target = origin + np.nan_to_num(r.phase_s) + lag_s + 2.0 * np.nan_to_num(r.spread_s)
+    k = np.floor((np.nan_to_num(after) - target) / period) + 1.0
+    return np.where(timed, target + k * period, np.nan)
 
 
 def expected_freshness(lam, rate, period_s) -> np.ndarray:
