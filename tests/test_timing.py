@@ -538,7 +538,8 @@ def test_hostile_stored_sums_read_as_no_evidence_through_the_plan():
     frame = pd.DataFrame({c: v for c, v in good.items()})
     bad = pd.DataFrame({"tod_n": [np.inf, -5.0, np.nan], "tod_cos": [1e308, -1e308, np.nan],
                         "tod_sin": [np.nan, np.inf, 0.0], "tow_cos": [0.0, np.nan, -np.inf],
-                        "tow_sin": [None, 0.0, 0.0]}, dtype=object)
+                        "tow_sin": [None, 0.0, 0.0], "tod_off_n": [np.inf, -5.0, None]},
+                       dtype=object)
     pages = pd.concat([frame, bad], ignore_index=True)
     pages["host"] = "h"
     ctx = _ctx()
@@ -550,6 +551,12 @@ def test_hostile_stored_sums_read_as_no_evidence_through_the_plan():
     clean = plan_work.page_rhythm(pages.iloc[:3], ctx, np.full(3, 0.5),
                                   plan_work.HostGroups.of(np.array(["h"] * 3, object)))
     assert np.array_equal(clean.phase_s, r.phase_s[:3])
+    # a corrupt refutation count reads as none; a real one refutes
+    for off, timed in ((np.inf, True), (-5.0, True), (np.nan, True), (1.0, False)):
+        hostile = plan_work.page_rhythm(pages.iloc[:3].assign(tod_off_n=[off, 0.0, 0.0]), ctx,
+                                        np.full(3, 0.5),
+                                        plan_work.HostGroups.of(np.array(["h"] * 3, object)))
+        assert hostile.timed.tolist() == [timed, True, True]
 
 
 def _ctx():
