@@ -301,7 +301,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # that time when it comes inside the window (plan.due_visits).
     timed = {c: work[c].to_numpy() for c in TIMED_COLUMNS}
     recheck = _early_visits(pages, work, rate, last_success, lane, timed["period_s"],
-                            known & ~gone, ctx)
+                            known & ~gone & ~signal, ctx)
     frame = pd.DataFrame({**page_cols, "lane": lane, **timed, **recheck})
     lag = ctx.timing.visit_lag_s if ctx.timing is not None else 0.0
     visits = pd.concat([

@@ -447,6 +447,14 @@ def rate_ceiling(period_s) -> np.ndarray:
     return np.where(np.isfinite(p), DAY_S / np.where(np.isfinite(p), p, 1.0), np.inf)
 
 
+def _visit_target(r: Rhythm, timed, lag_s: float):
+    """Each row's period (a day where not ``timed``) and one instant ``phase + lag + 2 spread``
+    of it, in epoch seconds (week phases count from a Monday midnight)."""
+    period = np.where(timed, r.period_s, DAY_S)
+    origin = np.where(period == WEEK_S, WEEK_ORIGIN_S, 0.0)
+    return period, origin + np.nan_to_num(r.phase_s) + lag_s + 2.0 * np.nan_to_num(r.spread_s)
+
+
 def snap_to_phase(first_due_s, visit_period_s, r: Rhythm, lag_s: float, window_start: float):
     """Each timed page's first due instant moved to the nearest ``phase + lag + 2 spread`` of
     its rhythm (modulo ``min(visit period, rhythm period)``), never before ``window_start``;
@@ -455,9 +463,7 @@ def snap_to_phase(first_due_s, visit_period_s, r: Rhythm, lag_s: float, window_s
     timed = r.timed & np.isfinite(due)
     if not timed.any():
         return due
-    period = np.where(timed, r.period_s, DAY_S)
-    origin = np.where(period == WEEK_S, WEEK_ORIGIN_S, 0.0)
-    target = origin + np.nan_to_num(r.phase_s) + lag_s + 2.0 * np.nan_to_num(r.spread_s)
+    period, target = _visit_target(r, timed, lag_s)
     # The occurrence of the target nearest to the due instant, then the visit grid shifted
     # through it (a page visited more often than its period keeps its spacing).
     target = target + period * np.round((np.nan_to_num(due) - target) / period)
@@ -473,9 +479,7 @@ def next_phase_after(after_s, r: Rhythm, lag_s: float) -> np.ndarray:
     ``after_s`` (NaN where not timed or ``after_s`` is NaN)."""
     after = np.asarray(after_s, dtype=float)
     timed = r.timed & np.isfinite(after)
-    period = np.where(timed, r.period_s, DAY_S)
-    origin = np.where(period == WEEK_S, WEEK_ORIGIN_S, 0.0)
-    target = origin + np.nan_to_num(r.phase_s) + lag_s + 2.0 * np.nan_to_num(r.spread_s)
+    period, target = _visit_target(r, timed, lag_s)
     k = np.floor((np.nan_to_num(after) - target) / period) + 1.0
     return np.where(timed, target + k * period, np.nan)
 
