@@ -144,20 +144,19 @@ def _health_withheld(b: plan_work.Bucket, rate: np.ndarray, ctx: PlanContext) ->
 
 
 def _backfill(pullable: pd.DataFrame, stale_now: pd.DataFrame, checks: pd.DataFrame,
-              kept: pd.DataFrame, spare: np.ndarray, g: HostGroups,
+              kept: pd.DataFrame, last_in_window: pd.Series, spare: np.ndarray, g: HostGroups,
               ctx: PlanContext) -> pd.DataFrame:
     """Lane ``backfill``: each host's next-day visits pulled to the end of the window
     (:func:`jobs.core.plan.backfill_visits`), its ``stale_now`` visits (turned-down push
     signals at the window start, priced by what they buy) for pages without a visit in the
     window, and its rhythm checks (``checks``, :func:`_rhythm_checks`), best first, at most
     the cap its due visits left (``spare``). The day's cut gives the lane only what every
-    other lane leaves unused."""
+    other lane leaves unused. ``last_in_window``: each page's last kept visit (by page)."""
     empty = kept.iloc[0:0]
     if (ctx.backfill_s <= 0 or not (len(pullable) or len(stale_now) or len(checks))
             or not np.any(spare > 0)):
         return empty
     pullable = pullable[spare[g.codes[pullable["page"].to_numpy()]] > 0]
-    last_in_window = kept.groupby("page")["due_s"].max()
     pullable = pullable.assign(after_s=pullable["page"].map(last_in_window).to_numpy(float))
     stale_now = stale_now[~stale_now["page"].isin(last_in_window.index)]
     pulled = plan.backfill_visits(pullable, ctx.window_start, ctx.window_end, ctx.backfill_s)
@@ -170,7 +169,7 @@ def _backfill(pullable: pd.DataFrame, stale_now: pd.DataFrame, checks: pd.DataFr
     return fill.assign(lane="backfill").reindex(columns=kept.columns)
 
 
-def _rhythm_checks(pages: pd.DataFrame, frame: pd.DataFrame, kept: pd.DataFrame, rate,
+def _rhythm_checks(pages: pd.DataFrame, frame: pd.DataFrame, last_in_window: pd.Series, rate,
                    last_success, live, ctx: PlanContext) -> pd.DataFrame:
     """The rhythm checks of pages timed on the day that never went unchanged, visited above
     ``f_min`` (:mod:`jobs.core.timing`, "Rhythm checks"): one each, halfway from its last
@@ -189,9 +188,8 @@ def _rhythm_checks(pages: pd.DataFrame, frame: pd.DataFrame, kept: pd.DataFrame,
     rows = np.flatnonzero(cand)
     phase, half = timing.day_window(timing.stored(pages.iloc[rows]), t,
                                     frame["lambda_hat"].to_numpy(dtype=float)[rows])
-    in_window = kept.groupby("page")["due_s"].max()
     anchor = np.fmax(np.asarray(last_success, dtype=float)[rows],
-                     frame["page"].iloc[rows].map(in_window).to_numpy(dtype=float))
+                     frame["page"].iloc[rows].map(last_in_window).to_numpy(dtype=float))
     return plan.rhythm_check_visits(frame.iloc[rows], anchor, phase, half, ctx.window_start,
                                     ctx.window_end).assign(check=True)
 
@@ -325,9 +323,11 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     stale_now = frame[signaled][ignored].assign(
         due_s=ctx.window_start, p_changed=1.0,
         priority=stale_value[ignored] if stale_value is not None else np.nan)
-    checks = _rhythm_checks(pages, frame, kept, rate, last_success, known & ~gone, ctx)
-    kept = pd.concat([kept, _backfill(frame[pullable], stale_now, checks, kept, b.cap - kept_due,
-                                      g, ctx)], ignore_index=True)
+    last_in_window = kept.groupby("page")["due_s"].max()
+    checks = _rhythm_checks(pages, frame, last_in_window, rate, last_success, known & ~gone,
+                            ctx)
+    kept = pd.concat([kept, _backfill(frame[pullable], stale_now, checks, kept, last_in_window,
+                                      b.cap - kept_due, g, ctx)], ignore_index=True)
 
     page = kept["page"].to_numpy()
     host = g.codes[page]

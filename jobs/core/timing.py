@@ -286,15 +286,20 @@ def last_modified_is_change_bit(sums: dict, params: TimingParams, lam) -> np.nda
 def _day_candidates(sums: dict, params: TimingParams, lam):
     """Rows with enough concentrated day evidence to be timed through a host; the day
     circle's (n, cos, sin); and which rows pass the day's gates (R̄, fetch-locking)."""
-    n = np.asarray(sums["tod_n"], dtype=float)
-    cos, sin = np.asarray(sums["tod_cos"], dtype=float), np.asarray(sums["tod_sin"], dtype=float)
-    r = np.clip(np.hypot(cos, sin) / np.where(n > 0, n, 1.0), 0.0, 1.0)
+    n, cos, sin, r = _day_resultant(sums)
     lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
     day_gate = ((r >= params.min_concentration) & (lam <= params.max_changes_per_period)
                 & ~refuted(sums))
     shrinking = params.enabled and params.host_min_dated_changes < params.min_dated_changes
     cand = day_gate & (n >= params.host_min_dated_changes) & shrinking
     return cand, (n, cos, sin), day_gate
+
+
+def _day_resultant(sums: dict):
+    """The day circle's decayed weight, cos and sin sums, and mean resultant length."""
+    n = np.asarray(sums["tod_n"], dtype=float)
+    cos, sin = np.asarray(sums["tod_cos"], dtype=float), np.asarray(sums["tod_sin"], dtype=float)
+    return n, cos, sin, np.clip(np.hypot(cos, sin) / np.where(n > 0, n, 1.0), 0.0, 1.0)
 
 
 def refuted(sums: dict) -> np.ndarray:
@@ -312,9 +317,7 @@ def day_window(sums: dict, params: TimingParams, lam):
     each. NaN where its day evidence would not time it, alone or through its host (fewer than
     ``host_min_dated_changes`` dated changes, ``min_concentration`` or the fetch-locking gate
     not met)."""
-    n = np.asarray(sums["tod_n"], dtype=float)
-    cos, sin = np.asarray(sums["tod_cos"], dtype=float), np.asarray(sums["tod_sin"], dtype=float)
-    r = np.clip(np.hypot(cos, sin) / np.where(n > 0, n, 1.0), 0.0, 1.0)
+    n, cos, sin, r = _day_resultant(sums)
     lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
     ok = (params.enabled & (n >= min(params.host_min_dated_changes, params.tight_min_dated_changes))
           & (r >= params.min_concentration) & (lam <= params.max_changes_per_period))
