@@ -1,0 +1,57 @@
+"""The run study's tables on hand-made frames with known answers (jobs.studies.study_run)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs.studies import study_run
+
+
+def test_day_ratios_average_the_seeds_per_planned_day_and_per_window():
+    rows = []
+    for seed, start in ((0, 10), (1, 40)):      # the seeds' planned days need not share dates
+        for i in range(12):
+            rows += [{"seed": seed, "day": start + i, "policy": "oracle",
+                      "freshness_weighted": 0.5},
+                     {"seed": seed, "day": start + i, "policy": "optimal",
+                      "freshness_weighted": 0.5 * (1.0 + 0.01 * i + 0.02 * seed)}]
+    by_day, windows = study_run.day_ratios(pd.DataFrame(rows))
+    assert list(by_day.index) == list(range(1, 13))
+    assert by_day.loc[1] == pytest.approx(1.01) and by_day.loc[12] == pytest.approx(1.12)
+    assert windows == pytest.approx({"1-5": 1.03, "6-10": 1.08, "11-12": 1.115})
+    with pytest.raises(ValueError):
+        study_run.day_ratios(pd.DataFrame(rows).query("policy == 'optimal'"))
+
+
+def _pages():
+    return pd.DataFrame({
+        "kind": ["daily", "daily", "poisson", "poisson", "poisson"],
+        "importance": [2.0, 1.0, 1.0, 3.0, 1.0],
+        "lam": [1.0, 1.0, 0.5, 0.2, 4.0], "lambda_hat": [1.0, 1.0, 1.2, 0.2, 2.0],
+        "f": [1.0, 0.5, 0.05, 0.3, 0.1], "f_oracle": [0.5, 0.5, 0.25, 0.3, 0.0],
+        "F": [0.9, 0.3, 0.1, 0.6, 0.0], "F_oracle": [0.4, 0.4, 0.5, 0.6, 0.0],
+        "period_s": [86400.0, np.nan, np.nan, np.nan, np.nan],
+        "n_observations": [9.0, 9.0, 4.0, 12.0, 4.0], "n_changes": [9.0, 5.0, 4.0, 3.0, 4.0]})
+
+
+def test_timed_table_weighs_freshness_by_importance_per_kind_and_timing():
+    t = study_run.timed_table(_pages())
+    assert t.loc[("daily", True), "pages"] == 1 and t.loc[("daily", True), "fresh_real"] == 0.9
+    poisson = t.loc[("poisson", False)]
+    assert poisson["pages"] == 3 and poisson["visits"] == pytest.approx(0.45)
+    assert poisson["fresh_real"] == pytest.approx((0.1 + 1.8) / 5)
+    assert poisson["fresh_oracle"] == pytest.approx((0.5 + 1.8) / 5)
+    # untimed Poisson model: (f/λ̂)(1 − e^(−λ̂/f)), weighted
+    model = [(f / lam) * -np.expm1(-lam / f) for f, lam in ((0.05, 1.2), (0.3, 0.2), (0.1, 2.0))]
+    assert poisson["fresh_model"] == pytest.approx((model[0] + 3 * model[1] + model[2]) / 5)
+
+
+def test_poisson_loss_groups_by_evidence_in_percent_of_the_oracle():
+    loss = study_run.poisson_loss(_pages())
+    total = 0.5 + 1.8                          # Poisson pages' Σ w F_oracle
+    over = loss.loc[("3-10", True, "over")]    # λ̂ 1.2 against λ 0.5, every fetch changed
+    assert over["pages"] == 1 and over["loss"] == pytest.approx(100 * 0.4 / total)
+    assert loss.loc[(">10", False, "ok"), "loss"] == pytest.approx(0.0)
+    assert loss.loc[("3-10", True, "under"), "pages"] == 1   # λ̂ 2 against 4: beyond 1.5×
+    assert loss["loss"].iloc[0] == loss["loss"].max()
+    with pytest.raises(ValueError):
+        study_run.poisson_loss(_pages().query("kind == 'daily'"))
