@@ -3,6 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from jobs.config import load_config
+from jobs.params import timing_params
 from jobs.studies import study_run
 
 
@@ -55,3 +57,37 @@ def test_poisson_loss_groups_by_evidence_in_percent_of_the_oracle():
     assert loss["loss"].iloc[0] == loss["loss"].max()
     with pytest.raises(ValueError):
         study_run.poisson_loss(_pages().query("kind == 'daily'"))
+
+
+def _commit(root, table, frame):
+    from jobs import partitions
+    path = root / table / "dt=2026-01-02"
+    path.mkdir(parents=True)
+    frame.to_parquet(path / "part-0.parquet")
+    partitions.commit_files(str(path), table, [str(path / "part-0.parquet")])
+
+
+def test_run_pages_join_the_state_by_url_when_a_page_never_reached_it(tmp_path):
+    # Page b was never observed: the state has no row for it. Its neighbours must still get
+    # their own counts (a join by position once gave c the counts of the row after b).
+    urls = ["https://h.example/a", "https://h.example/b", "https://h.example/c"]
+    alloc = pd.concat([pd.DataFrame({
+        "seed": 0, "policy": policy, "url": urls, "kind": [0, 0, 0], "front": False,
+        "lam": [0.5, 1.0, 2.0], "importance": 1.0, "visits_per_day": [0.2, 0.3, 0.4],
+        "obs_days": 10.0, "fresh_days": [5.0, 6.0, 7.0]}) for policy in ("optimal", "oracle")])
+    (tmp_path / "out" / "data").mkdir(parents=True)
+    alloc.to_parquet(tmp_path / "out" / "data" / "pages.parquet")
+    data = tmp_path / "w" / "seed0" / "optimal" / "data"
+    _commit(data, "state", pd.DataFrame({
+        "url": [urls[2], urls[0]], "host": "h.example", "lane": "refresh",
+        "lambda_hat": [2.2, 0.6], "n_observations": [9.0, 4.0], "n_changes": [9.0, 1.0]}))
+    _commit(data, "hosts", pd.DataFrame({"host": ["h.example"], "trust_lm": [False],
+                                         "signal_trusted": [False]}))
+    _commit(tmp_path / "w" / "seed0" / "oracle" / "data", "plan", pd.DataFrame({
+        "reason": ["multiplier"], "marginal_value": [1.5]}))
+    params = timing_params(load_config(None, []))
+    pages = study_run.run_pages(str(tmp_path / "out"), str(tmp_path / "w"), 0, params)
+    got = pages.set_index("url")
+    assert list(got.index) == [urls[0], urls[2]]
+    assert got.loc[urls[2], "n_observations"] == 9.0 and got.loc[urls[2], "lambda_hat"] == 2.2
+    assert got.loc[urls[0], "n_changes"] == 1.0 and got.loc[urls[0], "lam"] == 0.5

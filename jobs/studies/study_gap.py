@@ -57,8 +57,8 @@ def gap_table(pages: pd.DataFrame, mu: float) -> pd.DataFrame:
 
 
 def seed_pages(out: str, workdir: str, seed: int) -> tuple[pd.DataFrame, float, int]:
-    """One seed's per-page frame joined to the optimal run's state and hosts, μ, and the
-    pages left out (never observed in the window, or without a λ̂)."""
+    """One seed's per-page frame (with its ``url``) joined to the optimal run's state and
+    hosts, μ, and the pages left out (never observed in the window, or without a λ̂)."""
     alloc = pd.read_parquet(os.path.join(out, "data", "pages.parquet"))
     alloc = alloc[alloc["seed"] == seed]
     cols = ["url", "visits_per_day", "obs_days", "fresh_days"]
@@ -74,7 +74,8 @@ def seed_pages(out: str, workdir: str, seed: int) -> tuple[pd.DataFrame, float, 
     both = both.merge(state[["url", "lambda_hat", "trust_lm", "signal_trusted"]], on="url",
                       how="inner")
     pages = pd.DataFrame({
-        "kind": page_kinds(both), "lam": both["lam"], "lambda_hat": both["lambda_hat"],
+        "url": both["url"], "kind": page_kinds(both), "lam": both["lam"],
+        "lambda_hat": both["lambda_hat"],
         "cls": evidence_class(both["trust_lm"].fillna(False), both["signal_trusted"].fillna(False)),
         "importance": both["importance"],
         "F": both["fresh_days"] / both["obs_days"],

@@ -108,9 +108,6 @@ def run_pages(out: str, workdir: str, seed: int, params: timing.TimingParams) ->
     """One seed's per-page frame (:func:`jobs.studies.study_gap.seed_pages`) with the last
     state's observation counts and the planner's rhythm of each page (``period_s``)."""
     pages, _, _ = seed_pages(out, workdir, seed)
-    alloc = pd.read_parquet(os.path.join(out, "data", "pages.parquet"))
-    urls = alloc.loc[(alloc["seed"] == seed) & (alloc["policy"] == "optimal"), "url"]
-    pages = pages.join(urls.reset_index(drop=True))
     _, state = newest(os.path.join(workdir, f"seed{seed}", "optimal", "data"), "state")
     state = state.reset_index(drop=True)
     codes, hosts = pd.factorize(state["host"])
