@@ -86,12 +86,18 @@ def seed_pages(out: str, workdir: str, seed: int) -> tuple[pd.DataFrame, float, 
     return kept, mu, len(pages) - len(kept)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_parser(doc: str) -> argparse.ArgumentParser:
+    """The arguments of a study of one backtest run: its ``--out``, ``--workdir`` and
+    ``--seeds``; ``doc``'s first line describes the study."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", required=True, help="the backtest's --out (data/pages.parquet)")
     ap.add_argument("--workdir", required=True, help="the backtest's --workdir")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = run_parser(__doc__).parse_args(argv)
     tables = []
     for seed in args.seeds:
         pages, mu, left_out = seed_pages(args.out, args.workdir, seed)

@@ -23,7 +23,6 @@ prints
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 import numpy as np
@@ -32,7 +31,7 @@ import pandas as pd
 from jobs.config import load_config
 from jobs.core import timing
 from jobs.params import timing_params
-from jobs.studies.study_gap import seed_pages
+from jobs.studies.study_gap import run_parser, seed_pages
 from jobs.studies.study_timing import newest
 
 OBSERVATION_EDGES = (-np.inf, 0.5, 2.5, 10.5, np.inf)
@@ -119,11 +118,7 @@ def run_pages(out: str, workdir: str, seed: int, params: timing.TimingParams) ->
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="the backtest's --out")
-    ap.add_argument("--workdir", required=True, help="the backtest's --workdir")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    args = ap.parse_args(argv)
+    args = run_parser(__doc__).parse_args(argv)
     pd.set_option("display.width", 200)
     by_day, windows = day_ratios(pd.read_parquet(os.path.join(args.out, "data", "daily.parquet")))
     print("by day: optimal / oracle, weighted freshness, mean over seeds")
