@@ -1,0 +1,146 @@
+"""What the daily chain's Spark plumbing costs with no work in it: the floor under
+bench_daily's chain, on a root made by jobs.studies.bench_daily.
+
+Usage::
+
+    python -m jobs.studies.spark_floor --root /tmp/bd1m --date 2024-01-03 [--repeats 3]
+
+Runs, in one Spark session on ``local[2]`` with the project's embedded settings, the data
+movement each stage cannot avoid, with identity functions where the stage computes:
+
+- ``update_state``: yesterday's state and today's fetch logs read, both bucketed by a hash
+  of the URL (``spark.state_buckets``) and co-grouped into an identity ``applyInArrow`` that
+  returns the state side, written as Parquet (no log checks, no fold, no priors, no hosts);
+- ``allocate``: today's state read (allocate's page columns), repartitioned by host into
+  ``policy_rates.bucket_count`` buckets and persisted; two passes that return one row per
+  bucket through ``mapInArrow`` (the summaries and demand passes) and a third that returns
+  every page's (url, host, a rate) and is written (the candidates);
+- ``build_schedule``: those candidates read and written again, partitioned by host.
+
+Then pyarrow's I/O limit on the same files, as bench_daily measures it
+(:func:`jobs.studies.bench_daily.io_limit`), and the ratio of each to it. Prints one JSON line:
+median seconds per step over ``--repeats`` (the first repeat also warms the JVM).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from jobs import partitions, policy_rates, storage
+from jobs.config import load_config
+from jobs.paths import previous_day
+from jobs.studies.bench_daily import io_limit
+
+# allocate's page columns (jobs.allocate.load_pages reads these and a few constants).
+PAGE_COLUMNS = ["host", "url", "lane", "lambda_hat", "importance", "interval_s",
+                "last_fetch_at", "last_success_at", "last_status", "etag", "last_modified",
+                "gone", "pending_signal_at", "tod_n", "tod_cos", "tod_sin", "tow_cos",
+                "tow_sin", "tod_off_n"]
+
+
+def _log_files(cfg, date: str) -> list[str]:
+    # fetch_logs is an input with no commit marker: its listing is the one ingest reads.
+    return storage.list_parquet_files(cfg.paths.table("fetch_logs", date))
+
+
+def _identity_cogroup(state_t, _rows_t):
+    return state_t
+
+
+def _one_row(batches):
+    import pyarrow as pa
+
+    rows = sum(b.num_rows for b in batches)
+    yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+
+def _rates(batches):
+    import pyarrow as pa
+
+    for b in batches:
+        yield pa.RecordBatch.from_arrays(
+            [b.column("url"), b.column("host"), b.column("lambda_hat")],
+            names=["url", "host", "rate"])
+
+
+def floor_steps(spark, cfg, date: str, scratch: Path) -> dict[str, float]:
+    """Seconds of each stage's floor, once (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    state_prev = partitions.committed_files(cfg.paths.table("state", previous_day(date)),
+                                            "state")
+    logs = _log_files(cfg, date)
+    state_today = partitions.committed_files(cfg.paths.table("state", date), "state")
+    buckets = cfg.spark.state_buckets
+    out: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    prev = spark.read.parquet(*state_prev)
+    rows = spark.read.parquet(*logs)
+    bucket = F.pmod(F.xxhash64("url"), F.lit(buckets))
+    folded = (prev.withColumn("_b", bucket).groupBy("_b")
+              .cogroup(rows.withColumn("_b", bucket).groupBy("_b"))
+              .applyInArrow(_identity_cogroup, prev.withColumn("_b", bucket).schema))
+    folded.drop("_b").write.mode("overwrite").parquet(str(scratch / "state"))
+    out["update_state"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    pages = spark.read.parquet(*state_today).select(*PAGE_COLUMNS)
+    page_rows = storage.partition_rows(cfg.paths.table("state", date))
+    table = pages.repartition(policy_rates.bucket_count(cfg, page_rows), "host").persist()
+    for _ in range(2):
+        table.mapInArrow(_one_row, "rows long").collect()
+    table.mapInArrow(_rates, "url string, host string, rate double").write.mode(
+        "overwrite").parquet(str(scratch / "candidates"))
+    table.unpersist()
+    out["allocate"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    (spark.read.parquet(str(scratch / "candidates")).repartition("host")
+     .write.mode("overwrite").parquet(str(scratch / "schedule")))
+    out["build_schedule"] = time.perf_counter() - t0
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", required=True, help="a bench_daily root")
+    ap.add_argument("--date", default="2024-01-03")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+
+    from jobs.spark_session import get_spark
+
+    cfg = load_config(None, ["spark.master=local[2]", f"paths.root={args.root}",
+                             "spark.settings.spark.driver.memory=6g", *args.set])
+    spark = get_spark(cfg, "spark_floor")
+    scratch = Path(tempfile.mkdtemp(prefix="spark_floor_"))
+    try:
+        runs = [floor_steps(spark, cfg, args.date, scratch) for _ in range(args.repeats)]
+    finally:
+        spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    steps = {k: round(statistics.median(r[k] for r in runs), 2) for k in runs[0]}
+    tables = {
+        "state_prev": partitions.committed_files(
+            cfg.paths.table("state", previous_day(args.date)), "state"),
+        "logs": _log_files(cfg, args.date),
+        "state": partitions.committed_files(cfg.paths.table("state", args.date), "state")}
+    io = io_limit(tables, Path(tempfile.mkdtemp(prefix="spark_floor_io_")))
+    chain = sum(steps.values())
+    print(json.dumps({"root": args.root, "date": args.date, "repeats": args.repeats,
+                      "floor_seconds": steps, "floor_chain_s": round(chain, 2),
+                      "first_run": {k: round(v, 2) for k, v in runs[0].items()},
+                      "io_s": round(io["seconds"], 2),
+                      "floor_ratio": round(chain / io["seconds"], 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
