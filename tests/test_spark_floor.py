@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from jobs import partitions, update_state, validate_logs
-from jobs.studies.spark_floor import floor_steps
+from jobs.studies.spark_floor import floor_steps, summarise
 from tests import tiny_web
 from tests.conftest import make_config
 
@@ -43,3 +43,13 @@ def test_floor_steps_pass_every_row_through(spark, tmp_path):
     assert _rows(str(scratch / "candidates"), ["url", "rate"]) == state("2026-11-02", by_rate)
     assert _rows(str(scratch / "schedule"), ["url", "rate"]) == state("2026-11-02", by_rate)
     assert len(state("2026-11-02", by_rate)) > 0
+
+
+def test_summarise_keeps_the_cold_run_apart_from_the_warm_median():
+    runs = [{"a": 10.0, "b": 4.0}, {"a": 5.0, "b": 2.0}, {"a": 7.0, "b": 1.0},
+            {"a": 6.0, "b": 3.0}]
+    got = summarise(runs, io_seconds=2.0)
+    assert got["cold"] == {"steps": {"a": 10.0, "b": 4.0}, "chain_s": 14.0, "ratio": 7.0}
+    # Warm: each step's median over runs 2-4, never the cold run's.
+    assert got["warm"] == {"steps": {"a": 6.0, "b": 2.0}, "chain_s": 8.0, "ratio": 4.0}
+    assert "warm" not in summarise(runs[:1], io_seconds=2.0)
