@@ -17,7 +17,8 @@ Prints one JSON line per step, medians of ``--repeats``:
 - ``fold``: update_state's fold function (:func:`jobs.update_state._fold_fn`, i.e.
   :func:`jobs.core.state_update.fold_day` plus the importance weights, Arrow in and out) over 8
   URL-hash buckets of state/dt=D-1 with the fetch logs of D and the importance table (the
-  rows a bucket's cogroup hands it; no trust flags, no signals): seconds for all 8;
+  rows a bucket's cogroup hands it; no trust flags, no signals; the logs read raw, so with
+  their ``host`` column, as the generator writes them): seconds for all 8;
 - ``log_checks``: :func:`jobs.ingest.read_fetch_logs` of D, checked and persisted, counted;
 - ``map_overhead``: state/dt=D persisted in 8 partitions, then a Parquet write alone, after
   an identity ``mapInPandas`` and after an identity ``mapInArrow`` (what passing the wide
@@ -75,7 +76,7 @@ def fold(root: str, date: str, repeats: int) -> dict:
 
     import numpy as np
 
-    from jobs import update_state
+    from jobs import schemas, update_state
     from jobs.core import url_hash
     from jobs.paths import previous_day
 
@@ -87,7 +88,10 @@ def fold(root: str, date: str, repeats: int) -> dict:
     def bucket_of(frame):
         return np.mod(url_hash.xxh64(frame["url"].to_numpy(object)).astype(np.int64), 8)
 
-    state = read(f"state/dt={previous_day(date)}")
+    # As update_state reads it (ingest.project): a state written before an optional column
+    # existed gets it as null.
+    state_schema = schemas.STATE.arrow_schema(all_nullable=True)
+    state = read(f"state/dt={previous_day(date)}").reindex(columns=state_schema.names)
     logs, weights = read(f"fetch_logs/dt={date}"), read("importance")
     cols = update_state._ROW_COLS
     fetch_rows = logs.reindex(columns=cols).assign(is_signal=False, is_importance=False)
@@ -103,7 +107,8 @@ def fold(root: str, date: str, repeats: int) -> dict:
                                     .to_pandas().reindex(columns=cols), preserve_index=False)
 
     # Arrow tables, as the cogroup's applyInArrow hands them.
-    buckets = [(pa.Table.from_pandas(state[sb == b].reset_index(drop=True), preserve_index=False),
+    buckets = [(pa.Table.from_pandas(state[sb == b].reset_index(drop=True), preserve_index=False,
+                                     schema=state_schema),
                 bucket_rows(b)) for b in range(8)]
     fn = update_state._fold_fn(load_config(None, [f"paths.root={root}"]), date)
     return {"step": "fold", "state_rows": len(state), "log_rows": len(logs),
