@@ -38,6 +38,12 @@ from jobs.paths import planning_window, work_path  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
+# The state columns a page carries into allocate as they are (the others are cast or filled).
+STATE_PAGE_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s",
+                      "last_fetch_at", "last_success_at", "last_status", "etag",
+                      "last_modified", "gone")
+
+
 def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = None):
     """Known pages (state) and new frontier pages, joined with host politeness (and, in a
     backtest, with the oracle's ``lambda_table``); with the sum of both tables' footer row
@@ -54,9 +60,7 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
     rhythm = [(F.col(c) if c in state.columns else F.lit(None)).cast("double").alias(c)
               for c in TIMING_COLUMNS]
     known = state.select(
-        "host", "url", "lane", "lambda_hat", "importance", "interval_s", "last_fetch_at",
-        "last_success_at", "last_status", "etag", "last_modified", "gone",
-        F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"), *rhythm,
+        *STATE_PAGE_COLUMNS, F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"), *rhythm,
         *[F.col(c).cast("double").alias(c) for c in PROBE_COLUMNS])
 
     frontier, bad_frontier = ingest.read_frontier(spark, cfg, run_date)

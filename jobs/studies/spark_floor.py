@@ -33,15 +33,15 @@ import time
 from pathlib import Path
 
 from jobs import partitions, policy_rates, storage
+from jobs.allocate import STATE_PAGE_COLUMNS
 from jobs.config import load_config
+from jobs.core.probes import PROBE_COLUMNS
+from jobs.core.timing import TIMING_COLUMNS
 from jobs.paths import previous_day
 from jobs.studies.bench_daily import io_limit
 
-# allocate's page columns (jobs.allocate.load_pages reads these and a few constants).
-PAGE_COLUMNS = ["host", "url", "lane", "lambda_hat", "importance", "interval_s",
-                "last_fetch_at", "last_success_at", "last_status", "etag", "last_modified",
-                "gone", "pending_signal_at", "tod_n", "tod_cos", "tod_sin", "tow_cos",
-                "tow_sin", "tod_off_n"]
+# allocate's page columns, as jobs.allocate.load_pages reads them from the state.
+PAGE_COLUMNS = [*STATE_PAGE_COLUMNS, "pending_signal_at", *TIMING_COLUMNS, *PROBE_COLUMNS]
 
 
 def _log_files(cfg, date: str) -> list[str]:
