@@ -60,7 +60,8 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
     rhythm = [(F.col(c) if c in state.columns else F.lit(None)).cast("double").alias(c)
               for c in TIMING_COLUMNS]
     known = state.select(
-        *STATE_PAGE_COLUMNS, F.lit("conditional").alias("method_hint"), signal.alias("pending_signal_at"), *rhythm,
+        *STATE_PAGE_COLUMNS, F.lit("conditional").alias("method_hint"),
+        signal.alias("pending_signal_at"), *rhythm,
         *[F.col(c).cast("double").alias(c) for c in PROBE_COLUMNS])
 
     frontier, bad_frontier = ingest.read_frontier(spark, cfg, run_date)

@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from jobs import allocate, build_schedule, dag_tasks, partitions, storage, update_state
 from jobs import validate_logs
 from jobs.config import add_config_args, config_from_args
-from jobs.paths import date_range, shift_day
+from jobs.paths import date_range, previous_day, shift_day
 from jobs.publish import ensure_bucket
 from jobs.studies.bench_common import measure, stage_line
 
@@ -152,6 +152,15 @@ def state_files(cfg, day: str) -> list[str]:
     return partitions.committed_files(cfg.paths.table("state", day), "state")
 
 
+def chain_files(cfg, day: str) -> dict[str, list[str]]:
+    """The files the day's chain reads and writes, in :func:`io_limit`'s order: yesterday's
+    state, today's fetch logs (an input with no commit marker: its listing is the one ingest
+    reads), today's state."""
+    return {"state_prev": state_files(cfg, previous_day(day)),
+            "fetch_logs": storage.list_parquet_files(cfg.paths.table("fetch_logs", day)),
+            "state": state_files(cfg, day)}
+
+
 def summary(stage_seconds: dict[str, float], io_seconds: float, peaks_gb: list[float],
             **context) -> dict:
     """The run's last line: per-stage and chain seconds, I/O seconds, their ratio, peak RSS."""
@@ -227,7 +236,7 @@ def main(argv=None) -> int:
     args.root = os.path.abspath(args.root)
     at_start = git_commit()
     days = date_range(shift_day(args.end_date, 1 - args.days), args.end_date)
-    day, yesterday = days[-1], days[-2]
+    day = days[-1]
 
     prepare_data(args)
     use_dummy_aws()
@@ -254,10 +263,7 @@ def main(argv=None) -> int:
         load_before = os.getloadavg()
         seconds, peaks, rows = run_chain(cfg, day, spark)
         spark.stop()
-        # fetch_logs is an input with no commit marker: its listing is the one ingest reads.
-        logs = storage.list_parquet_files(cfg.paths.table("fetch_logs", day))
-        io = io_limit({"state_prev": state_files(cfg, yesterday), "fetch_logs": logs,
-                       "state": state_files(cfg, day)}, bench_dir(args.root) / "io")
+        io = io_limit(chain_files(cfg, day), bench_dir(args.root) / "io")
         print(json.dumps({"stage": "io_limit", "seconds": round(io["seconds"], 2), "parts": {
             k: {**p, "read_s": round(p["read_s"], 2), "write_s": round(p["write_s"], 2)}
             for k, p in io["parts"].items()}}), flush=True)

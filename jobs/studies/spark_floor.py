@@ -32,21 +32,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs import partitions, policy_rates, storage
+from jobs import policy_rates, storage
 from jobs.allocate import STATE_PAGE_COLUMNS
 from jobs.config import load_config
 from jobs.core.probes import PROBE_COLUMNS
 from jobs.core.timing import TIMING_COLUMNS
-from jobs.paths import previous_day
-from jobs.studies.bench_daily import io_limit
+from jobs.studies.bench_daily import chain_files, io_limit
 
 # allocate's page columns, as jobs.allocate.load_pages reads them from the state.
 PAGE_COLUMNS = [*STATE_PAGE_COLUMNS, "pending_signal_at", *TIMING_COLUMNS, *PROBE_COLUMNS]
-
-
-def _log_files(cfg, date: str) -> list[str]:
-    # fetch_logs is an input with no commit marker: its listing is the one ingest reads.
-    return storage.list_parquet_files(cfg.paths.table("fetch_logs", date))
 
 
 def _identity_cogroup(state_t, _rows_t):
@@ -73,25 +67,21 @@ def floor_steps(spark, cfg, date: str, scratch: Path) -> dict[str, float]:
     """Seconds of each stage's floor, once (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    state_prev = partitions.committed_files(cfg.paths.table("state", previous_day(date)),
-                                            "state")
-    logs = _log_files(cfg, date)
-    state_today = partitions.committed_files(cfg.paths.table("state", date), "state")
+    files = chain_files(cfg, date)
     buckets = cfg.spark.state_buckets
     out: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    prev = spark.read.parquet(*state_prev)
-    rows = spark.read.parquet(*logs)
     bucket = F.pmod(F.xxhash64("url"), F.lit(buckets))
-    folded = (prev.withColumn("_b", bucket).groupBy("_b")
-              .cogroup(rows.withColumn("_b", bucket).groupBy("_b"))
-              .applyInArrow(_identity_cogroup, prev.withColumn("_b", bucket).schema))
+    prev = spark.read.parquet(*files["state_prev"]).withColumn("_b", bucket)
+    rows = spark.read.parquet(*files["fetch_logs"]).withColumn("_b", bucket)
+    folded = (prev.groupBy("_b").cogroup(rows.groupBy("_b"))
+              .applyInArrow(_identity_cogroup, prev.schema))
     folded.drop("_b").write.mode("overwrite").parquet(str(scratch / "state"))
     out["update_state"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    pages = spark.read.parquet(*state_today)
+    pages = spark.read.parquet(*files["state"])
     # A root written before a column existed lacks it (load_pages reads it as null).
     pages = pages.select(*[c for c in PAGE_COLUMNS if c in pages.columns])
     page_rows = storage.partition_rows(cfg.paths.table("state", date))
@@ -143,12 +133,7 @@ def main(argv=None) -> int:
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
-    io = io_limit({
-        "state_prev": partitions.committed_files(
-            cfg.paths.table("state", previous_day(args.date)), "state"),
-        "logs": _log_files(cfg, args.date),
-        "state": partitions.committed_files(cfg.paths.table("state", args.date), "state")},
-        Path(tempfile.mkdtemp(prefix="spark_floor_io_")))
+    io = io_limit(chain_files(cfg, args.date), Path(tempfile.mkdtemp(prefix="spark_floor_io_")))
     print(json.dumps({"root": args.root, "date": args.date, "repeats": args.repeats,
                       "io_s": round(io["seconds"], 2), **summarise(runs, io["seconds"])}))
     return 0
