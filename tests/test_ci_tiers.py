@@ -1,0 +1,66 @@
+"""infra/test.sh (what CI runs): a tier that collects no test fails unless the caller narrowed
+the selection. Run against a stand-in venv whose ``python`` answers like pytest with a given
+exit code, so the real script's logic is what is tested."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+
+import pytest
+
+from pathlib import Path
+
+from tests.conftest import REPO as _REPO
+
+REPO = Path(_REPO)
+
+
+def _fake_venv(tmp_path, rc: int):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls.log"
+    py = venv / "bin" / "python"
+    py.write_text(f'#!/usr/bin/env bash\necho "$@" >> {log}\nexit {rc}\n')
+    py.chmod(0o755)
+    (venv / "bin" / "recrawl").write_text("#!/bin/sh\n")
+    (venv / "bin" / "recrawl").chmod(0o755)
+    # setup.sh's stamps, so it finds the stand-in venv current and leaves it alone
+    req = (REPO / "requirements.txt").read_bytes() + (REPO / "constraints.txt").read_bytes()
+    want = hashlib.sha256(req).hexdigest()[:16]
+    (venv / ".recrawl-stamp").write_text(want + "\n")
+    project = (want + "\n").encode() + (REPO / "pyproject.toml").read_bytes()
+    (venv / ".recrawl-project-stamp").write_text(hashlib.sha256(project).hexdigest()[:16] + "\n")
+    return venv, log
+
+
+def _run(tmp_path, rc, *args):
+    venv, log = _fake_venv(tmp_path, rc)
+    env = {**os.environ, "RECRAWL_VENV": str(venv)}
+    out = subprocess.run(["bash", str(REPO / "infra" / "test.sh"), *args], env=env,
+                         capture_output=True, text=True, timeout=120)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return out, calls
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium") or
+                    subprocess.run(["sh", "-c", "command -v java"]).returncode != 0,
+                    reason="setup.sh would try to install java/chromium")
+class TestTiers:
+    def test_an_empty_tier_fails_when_nothing_narrowed_it(self, tmp_path):
+        out, calls = _run(tmp_path, 5)
+        assert out.returncode != 0
+        assert "no test collected" in out.stderr
+        assert len(calls) == 1  # the fast tier failed; the e2e tier never ran
+
+    def test_an_empty_tier_is_skipped_when_the_caller_narrowed_it(self, tmp_path):
+        out, calls = _run(tmp_path, 5, "-k", "nothing_matches")
+        assert out.returncode == 0, out.stderr
+        assert "no test selected by the arguments given" in out.stdout
+        assert len(calls) == 2 and "-m e2e" in calls[1]
+
+    def test_both_tiers_run_and_a_failure_propagates(self, tmp_path):
+        out, calls = _run(tmp_path, 0)
+        assert out.returncode == 0 and len(calls) == 2
+        out, _ = _run(tmp_path / "again", 1)
+        assert out.returncode == 1
