@@ -422,3 +422,27 @@ def test_bucketed_matches_the_fast_patterns_once_as_prepare_would(spark):
     without = plan_work.prepare(got.drop(columns=[plan_work.PATTERN_COLUMN]), ctx)
     pd.testing.assert_frame_equal(with_column, without)
     assert (with_column["lane"] == "fast").sum() >= want.sum()
+
+
+def test_plan_keeps_the_states_last_success_to_the_microsecond(spark, tmp_path):
+    # The plan's last_success_at goes through float epoch seconds; it must come back as the
+    # state's own timestamp, not a microsecond before it.
+    root = str(tmp_path)
+    rows = _state_rows()
+    rng = np.random.default_rng(5)
+    for r in rows:
+        r["last_success_at"] = r["last_fetch_at"] = r["last_success_at"] - pd.Timedelta(
+            microseconds=int(rng.integers(1, 86_400_000_000)))
+    tiny_web.write_committed(root, "state", rows, "2026-11-02")
+    tiny_web.write_committed(root, "hosts", [{"host": "big.example", "cap_factor": 1.0,
+                                              "trust_etag": True, "trust_lm": True,
+                                              "audit_wanted": False}], "2026-11-02")
+    allocate.run(make_config(root, "budget.daily_fetches=60"), "2026-11-02", spark)
+    plan = pd.read_parquet(os.path.join(root, "plan", "dt=2026-11-02")).set_index("url")
+    state = pd.DataFrame(rows).set_index("url")
+    got = plan["last_success_at"].dropna()
+    assert len(got) == len(rows)
+    want = state.loc[got.index, "last_success_at"]
+    np.testing.assert_array_equal(
+        pd.to_datetime(got, utc=True).dt.tz_localize(None).to_numpy(dtype="datetime64[us]"),
+        pd.to_datetime(want, utc=True).dt.tz_localize(None).to_numpy(dtype="datetime64[us]"))

@@ -245,3 +245,36 @@ def test_incremental_equals_one_shot_fold():
     a = state[cols].sort_values("url").reset_index(drop=True)
     b = one_shot[cols].sort_values("url").reset_index(drop=True)
     pd.testing.assert_frame_equal(a, b, check_dtype=False, rtol=1e-10)
+
+
+def test_a_url_nobody_fetched_keeps_its_row_bit_for_bit_but_decay_and_estimates():
+    # Timestamps with microseconds (as the fleet logs them) on the first day; a third of the
+    # URLs fetched again on the second; then days with no fetch at all. An unfetched URL's
+    # row may move only in what a day moves: the decayed statistics and the estimates made
+    # from them, the day's evidence counters and updated_dt.
+    from jobs.core import observations, timing
+
+    rng = np.random.default_rng(1)
+    t0 = pd.Timestamp("2026-11-01", tz="UTC")
+    rows = []
+    for k in range(300):
+        t = t0 + pd.Timedelta(microseconds=int(rng.integers(0, 86_400_000_000)))
+        rows.append((f"https://h.example/{k}", t.isoformat(), 200, f'"e{k}"',
+                     "Sun, 01 Nov 2026 00:00:00 GMT", f"h{k}"))
+    s1 = fold_day(empty_state(), logs(rows), "2026-11-01")
+    again = [(u, (pd.Timestamp(t) + pd.Timedelta(days=1, microseconds=7)).isoformat(), 200, e,
+              lm, h + "x") for u, t, _, e, lm, h in rows[:100]]
+    prev = fold_day(s1, logs(again), "2026-11-02")
+    moving = set(STATS_COLUMNS) | set(timing.TIMING_COLUMNS) | set(observations.EVIDENCE_COLUMNS) \
+        | {"lambda_hat", "lambda_lo", "lambda_hi", "updated_dt"}
+    for day in ("2026-11-03", "2026-11-04", "2026-11-05", "2026-11-06"):
+        nxt = fold_day(prev, logs([]), day)
+        a, b = prev.set_index("url"), nxt.set_index("url")
+        for col in a.columns.difference(sorted(moving)):
+            pd.testing.assert_series_equal(a[col], b[col], check_exact=True, obj=f"{day} {col}")
+        assert (b["updated_dt"] == pd.Timestamp(day).date()).all()
+        prev = nxt
+    # The timestamps are those the fleet logged, to the microsecond.
+    got = prev.set_index("url")["last_fetch_at"]
+    for u, t, *_ in rows[100:]:
+        assert got[u] == pd.Timestamp(t)

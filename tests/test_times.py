@@ -46,16 +46,29 @@ def test_nan_seconds_are_nat_whatever_np_empty_returns(garbage_empty):
 
 
 def test_same_timestamps_as_pandas_float_path_without_nan():
-    # Known answers at the microsecond floor, then the old implementation (pandas' float
-    # path, safe without NaN) on 10^5 values, bit for bit.
-    got = from_epoch_seconds([1.5, -0.5, 1e-7, -1e-7, MAX_ABS_S, -MAX_ABS_S])
-    assert got.tolist()[:4] == [pd.Timestamp(x, tz="UTC") for x in (
-        "1970-01-01T00:00:01.5", "1969-12-31T23:59:59.5", "1970-01-01",
-        "1969-12-31T23:59:59.999999")]
-    assert got[4] == pd.Timestamp("2262-04-11T23:47:16Z")
+    # Known answers at the nearest microsecond, then pandas' float path (safe without NaN)
+    # on 10^5 values, bit for bit.
+    got = from_epoch_seconds([1.5, -0.5, 1e-7, -1e-7, 6e-7, MAX_ABS_S, -MAX_ABS_S])
+    assert got.tolist()[:5] == [pd.Timestamp(x, tz="UTC") for x in (
+        "1970-01-01T00:00:01.5", "1969-12-31T23:59:59.5", "1970-01-01", "1970-01-01",
+        "1970-01-01T00:00:00.000001")]
+    assert got[5] == pd.Timestamp("2262-04-11T23:47:16Z")
     sec = np.random.default_rng(14).uniform(-MAX_ABS_S, MAX_ABS_S, 100_000)
-    want = pd.to_datetime(pd.Series(sec), unit="s", utc=True).dt.floor("us")
+    want = pd.to_datetime(pd.Series(sec), unit="s", utc=True).dt.round("us")
     pd.testing.assert_series_equal(from_epoch_seconds(sec), want)
+
+
+def test_microsecond_timestamps_survive_the_float_seconds_round_trip():
+    # Every timestamp the fold reads as float seconds must come back bit for bit: a floor
+    # moved about half of them back by 1 µs on each day's fold.
+    rng = np.random.default_rng(42)
+    us = np.concatenate([rng.integers(-2_208_988_800_000_000, 4_102_444_800_000_000, 200_000),
+                         [0, 1, -1, 999_999, 1_764_547_200_123_457, 4_102_444_799_999_999]])
+    ts = pd.Series(pd.to_datetime(us, unit="us", utc=True))  # 1900 .. 2099
+    back = from_epoch_seconds(epoch_seconds(ts))
+    np.testing.assert_array_equal(back.to_numpy(), ts.to_numpy())
+    twice = from_epoch_seconds(epoch_seconds(back))
+    np.testing.assert_array_equal(twice.to_numpy(), ts.to_numpy())
 
 
 @pytest.mark.parametrize("bad", [np.inf, -np.inf, 1e299, MAX_ABS_S + 1.0, -MAX_ABS_S - 1.0])
