@@ -8,10 +8,9 @@ each other; what two stages share lives in a shared module. Subpackages:
 
 - ``core``: pure numpy/pandas maths (estimators, allocation, plans); imports only ``core``.
 - ``fleet``: code the fetcher fleet runs (content fingerprints, the schedule reader).
-- ``sim``: the synthetic web with ground truth; imports only ``sim``, ``schemas``, ``fleet``.
-- ``backtest``: the closed loop of the real stages against ``sim``.
-- ``studies``: benchmarks, studies and figure scripts; nothing imports them.
-- ``tools``: the sample generator and the local demo; only ``studies`` and tests import them.
+
+The simulator, backtest, studies, sample generator and demo are the lab (the top-level
+``lab`` package), which this package never imports.
 
 The rules are checked by ``tests/test_layout.py``.
 """

@@ -17,8 +17,8 @@ Inputs beyond state: frontier/, host_policy/, and when present the hosts/dt=D ta
 update side (cap_factor, trust_etag, trust_lm, audit_wanted), which must be committed.
 
 Run: ``python -m jobs.allocate --date D`` or ``spark-submit jobs/allocate.py --date D``.
-Backtests only (the DAG never passes it): ``--lambda-table PATH``, a Parquet table (url,
-lambda) whose lambda replaces lambda_hat, e.g. the simulator's true rates ("oracle").
+The lab's backtest passes :func:`run` a ``lambda_table`` (url, lambda: the simulator's true
+rates, the "oracle"); no command line or DAG path sets it.
 """
 from __future__ import annotations
 
@@ -216,9 +216,7 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
 
 
 def main(argv=None) -> int:
-    return stage_main(run, __doc__, argv, options={
-        "--lambda-table": "backtests only: Parquet table (url, lambda) of true rates that "
-                          "replace lambda_hat (the oracle); the DAG never sets it"})
+    return stage_main(run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,12 @@ See docs/contract.md, "Committed partitions".
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import posixpath
 import re
 import sys
+import time
 import uuid
 from typing import Optional
 
@@ -32,6 +35,27 @@ MARKER = "_COMMITTED.json"
 FORMAT = 1
 # Spark's output names: part-<task>-<job uuid>[-c<n>][.<codec>].parquet
 _SPARK_JOB = re.compile(r"part-\d+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+
+
+# Fault injection for the kill tests (tests/test_state_safety.py), inert unless set:
+# RECRAWL_TEST_PAUSE_AT="<table>:<point>" makes the writer of <table> stop at <point>, after
+# writing a JSON note to the file RECRAWL_TEST_PAUSE_NOTE, until it is killed. Points:
+# "files_written" (the new data files are in dt=D/, the marker is still the old one) and
+# "marker_written" (the new marker is in place, the old commit's files not yet deleted).
+PAUSE_ENV, PAUSE_NOTE_ENV = "RECRAWL_TEST_PAUSE_AT", "RECRAWL_TEST_PAUSE_NOTE"
+PAUSE_POINTS = ("files_written", "marker_written")
+
+
+def _pause_point(point: str, table: str, path: str, files: list[str]) -> None:
+    if os.environ.get(PAUSE_ENV) != f"{table}:{point}":
+        return
+    note = os.environ[PAUSE_NOTE_ENV]
+    with open(note + ".tmp", "w") as f:
+        json.dump({"point": point, "table": table, "path": path, "pid": os.getpid(),
+                   "files": sorted(posixpath.basename(x) for x in files)}, f)
+    os.replace(note + ".tmp", note)
+    while True:  # until the test kills the process
+        time.sleep(1)
 
 
 class MissingPartitionError(RuntimeError):
@@ -112,6 +136,7 @@ def commit_files(path: str, table: str, files: list[str], extra: Optional[dict] 
     if len(jobs) > 1:
         raise ConcurrentWriteError(f"[{table}] {path}: files of {len(jobs)} Spark jobs "
                                    f"appeared during one write; another writer is running")
+    _pause_point("files_written", table, path, files)
     entries = []
     for f in sorted(files):
         meta = storage.parquet_metadata(f)
@@ -119,6 +144,7 @@ def commit_files(path: str, table: str, files: list[str], extra: Optional[dict] 
     marker = {"format": FORMAT, "table": table, "attempt": uuid.uuid4().hex,
               "rows": sum(e["rows"] for e in entries), "files": entries, "extra": extra or {}}
     storage.write_json(marker_path(path), marker, atomic=True)
+    _pause_point("marker_written", table, path, files)
     keep = set(files)
     for f in storage.list_parquet_files(path):
         if f not in keep:

@@ -1,4 +1,4 @@
-"""Test helpers beside the loopback S3 server (:mod:`jobs.sim.s3server`, re-exported here).
+"""Test helpers beside the loopback S3 server (:mod:`lab.sim.s3server`, re-exported here).
 
 ``FlakyProxy`` sits between a client and the server and answers the first N matching
 requests with an HTTP error (or drops the connection), to exercise retry paths with
@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from jobs.sim.s3server import (DUMMY_AWS_ENV, UNSET_AWS_ENV, MotoS3Server,  # noqa: F401
+from lab.sim.s3server import (DUMMY_AWS_ENV, UNSET_AWS_ENV, MotoS3Server,  # noqa: F401
                                dummy_aws_env, patched_env, serialised_writes)
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobs.backtest import audit
-from jobs.backtest.report import headline, summary_table
-from jobs.sim import Simulation, WebParams, requests_from_schedule
+from lab.backtest import audit
+from lab.backtest.report import headline, summary_table
+from lab.sim import Simulation, WebParams, requests_from_schedule
 
 
 def test_schedule_times_are_read_whatever_the_timestamp_unit():
@@ -47,7 +47,7 @@ def test_audit_estimate_is_a_ratio_with_a_cluster_robust_interval():
 
 @pytest.mark.e2e
 def test_tiny_backtest_end_to_end(spark, tmp_path):
-    from jobs.backtest.__main__ import main
+    from lab.backtest.__main__ import main
 
     out, work = tmp_path / "report", tmp_path / "work"
     days, urls, share = 3, 400, 0.25
@@ -122,7 +122,7 @@ def test_shadow_audit_agrees_with_the_true_copy(tmp_path):
     # copy (truth) holds the live version: state's hash, updated by the day's 2xx rows.
     sim = Simulation(WebParams(n_urls=600, n_hosts=12, seed=3, start="2026-01-01"))
     logs = []
-    from jobs.sim import run_history
+    from lab.sim import run_history
     run_history(sim, 4, lambda d, table, rec: logs.append(table))
     day = 3
     pg, n = sim.web.pages, len(sim.copies.version)

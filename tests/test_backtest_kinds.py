@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobs.backtest.report import kind_display, kind_freshness, kind_table, kind_text, write_report
+from lab.backtest.report import kind_display, kind_freshness, kind_table, kind_text, write_report
 
 POISSON, DAILY, BURSTY, WEEKLY = range(4)
 
@@ -69,8 +69,8 @@ def test_kind_freshness_on_a_hand_made_frame():
 
 def test_kind_all_is_the_truth_metrics_freshness():
     # The per-kind sums over every page reproduce the run's truth metrics (the same day sums).
-    from jobs.backtest.loop import _allocation
-    from jobs.sim import Simulation, WebParams, run_history
+    from lab.backtest.loop import _allocation
+    from lab.sim import Simulation, WebParams, run_history
 
     sim = Simulation(WebParams(n_urls=600, n_hosts=12, seed=3, start="2026-01-01",
                                process_shares=(0.6, 0.15, 0.15, 0.1)))
@@ -97,7 +97,7 @@ def test_report_carries_the_kind_table(tmp_path):
                             "freshness_weighted": [0.5, 0.6, 0.55, 0.65],
                             "freshness": [0.4, 0.5, 0.45, 0.5]})
     empty = pd.DataFrame()
-    path = write_report(tmp_path, {"seeds": [0, 1]}, "python -m jobs.backtest", metrics, empty,
+    path = write_report(tmp_path, {"seeds": [0, 1]}, "python -m lab.backtest", metrics, empty,
                         HAND, empty, empty, empty, [])
     summary = json.loads((tmp_path / "data" / "summary.json").read_text())
     rows = {(r["policy"], r["kind"]): r for r in summary["kinds"]}
@@ -116,9 +116,9 @@ def test_truth_pages_give_each_publishers_change_instant(tmp_path):
     """_truth/pages carries the fixed change instant of daily and weekly publishers, on the
     planner's clock (seconds into the UTC day, or into the week from Monday 00:00 UTC): the
     simulator's changes of those pages fall within minutes of it."""
-    from jobs.backtest.loop import BacktestSpec, write_inputs
-    from jobs.sim import Simulation
-    from jobs.sim.changes import shard_day_changes
+    from lab.backtest.loop import BacktestSpec, write_inputs
+    from lab.sim import Simulation
+    from lab.sim.changes import shard_day_changes
 
     sim = Simulation(BacktestSpec(seed=3, urls=600, hosts=8).params())
     write_inputs(sim, tmp_path, 0)

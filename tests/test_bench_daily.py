@@ -13,8 +13,8 @@ import pytest
 
 from jobs import partitions
 from jobs.config import load_config
-from jobs.studies.bench_common import PeakRSS, process_kind, stage_line
-from jobs.studies.bench_daily import (commit_context, copy_files, git_commit, io_limit,
+from lab.studies.bench_common import PeakRSS, process_kind, stage_line
+from lab.studies.bench_daily import (commit_context, copy_files, git_commit, io_limit,
                                       prepare_data, setup_todo, summary)
 
 
@@ -135,7 +135,7 @@ def test_rss_series_counts_a_child_as_a_python_worker():
 
     import psutil
 
-    from jobs.studies.rss_series import sample
+    from lab.studies.rss_series import sample
 
     code = "b = bytearray(100 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(3)"
     child = subprocess.Popen([sys.executable, "-c", code])

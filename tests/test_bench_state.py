@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 
 from jobs import partitions, schemas, storage
-from jobs.studies.bench_state import host_sizes, write_synthetic
+from lab.studies.bench_state import host_sizes, write_synthetic
 
 
 def test_host_sizes_sum_to_urls_and_are_skewed():

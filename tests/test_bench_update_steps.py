@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs import update_state, validate_logs
-from jobs.studies import bench_update_steps
+from lab.studies import bench_update_steps
 from tests import tiny_web
 from tests.conftest import make_config
 

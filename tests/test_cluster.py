@@ -37,11 +37,9 @@ SHUFFLE = "4"  # the cluster's spark-defaults.conf value; the local run sets the
 VENV = os.path.dirname(os.path.dirname(sys.executable))
 CLUSTER_PYTHON = "/opt/recrawl/venv/bin/python"  # a path on the cluster's nodes (render tests)
 # airflow.retries=0: a failed task fails the run now instead of waiting retry_delay_s.
-# budget.audit_share=0: build_schedule's audit conversion (jobs/build_schedule.py, the rows made
-# "full") keeps their validators (its `convert` is re-evaluated after `method` was overwritten),
-# which verify rightly refuses; with 300 URLs it hits 2 rows. Out of this test's scope.
+# The default config otherwise, audit lane included.
 BASE = ["spark.state_buckets=2", "schedule.n_shards=4", f"budget.daily_fetches={BUDGET}",
-        "airflow.retries=0", "budget.audit_share=0"]
+        "airflow.retries=0"]
 
 
 def _dagbag():
@@ -309,7 +307,7 @@ def _group_alive(pgid: int) -> bool:
 def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
     from jobs import rebuild_state
     from jobs.config import load_config
-    from jobs.tools.generate_sample import generate_sample
+    from lab.tools.generate_sample import generate_sample
     from jobs.publish import ensure_bucket
 
     work = tmp_path_factory.mktemp("e2e")
@@ -375,6 +373,14 @@ def test_e2e_cluster_run_equals_local_run_byte_for_byte(two_runs):
     assert tables_local.keys() == tables_cluster.keys()
     shards = [k for k in tables_local if k.startswith("schedules/")]
     assert shards and all(tables_local[k] == tables_cluster[k] for k in shards)  # byte for byte
+    # The default config's audit lane ran: audit visits (full fetches, no validators) and
+    # conditional visits turned into audits are in the published schedules.
+    import pandas as pd
+
+    rows = pd.concat([pd.read_parquet(roots["local"] / k) for k in shards if k.endswith(".parquet")],
+                     ignore_index=True)
+    audit = rows[rows.lane == "audit"]
+    assert len(audit) > 0 and (audit.method == "full").all()
     for part in (k for k in tables_local if k not in shards):
         _assert_same_rows(roots["local"] / part, roots["cluster"] / part, part)
 

@@ -87,7 +87,7 @@ def test_docs_config_md_matches_code():
 
 
 def test_optimal_is_the_default_policy_and_the_baselines_stay_selectable(tmp_path):
-    from jobs.tools.demo import demo_overrides
+    from lab.tools.demo import demo_overrides
 
     assert Config().policy.name == "optimal"
     # The demo prints the policy its metrics row records (cfg.policy.name): the default.

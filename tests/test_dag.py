@@ -48,7 +48,7 @@ def test_dagbag_has_no_import_errors(airflow_db):
 def published_day(airflow_db, spark, tmp_path_factory):
     from jobs import rebuild_state
     from jobs.config import load_config
-    from jobs.tools.generate_sample import generate_sample
+    from lab.tools.generate_sample import generate_sample
     from jobs.publish import ensure_bucket
 
     work = tmp_path_factory.mktemp("dagrun")

@@ -54,7 +54,7 @@ def test_publish_refuses_an_insecure_endpoint_before_any_network(tmp_path):
 
 
 def test_demo_sets_its_loopback_endpoint_explicitly(tmp_path):
-    from jobs.tools.demo import demo_overrides
+    from lab.tools.demo import demo_overrides
     cfg = load_config(None, demo_overrides(tmp_path, "http://127.0.0.1:9000"))
     assert cfg.publish.endpoint_url == "http://127.0.0.1:9000"
     with pytest.raises(ValueError, match="endpoint required"):
@@ -62,7 +62,7 @@ def test_demo_sets_its_loopback_endpoint_explicitly(tmp_path):
 
 
 def test_backtest_sets_its_endpoint_explicitly_or_publishes_nowhere_remote(tmp_path):
-    from jobs.backtest.loop import BacktestSpec, planner_config
+    from lab.backtest.loop import BacktestSpec, planner_config
     spec = BacktestSpec()
     root = tmp_path / "adaptive" / "data"
     cfg = planner_config(spec, root, "adaptive", "http://127.0.0.1:5555")

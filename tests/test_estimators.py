@@ -291,7 +291,7 @@ def test_prior_chains_cover_every_configured_level():
 
 
 def test_reduced_study_meets_accuracy_and_shrinkage_requirements():
-    from jobs.studies.study_estimation import run_study
+    from lab.studies.study_estimation import run_study
     tables = run_study(reps=40, n_hosts=60, seed=123, drift=False)
     assert tables["all_converged"]
     assert tables["mle_region_median"] <= 0.25

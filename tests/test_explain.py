@@ -27,7 +27,7 @@ D = DAYS[-1]
 @pytest.fixture(scope="module")
 def pipeline(spark, tmp_path_factory):
     from jobs.publish import ensure_bucket
-    from jobs.tools.generate_sample import generate_sample
+    from lab.tools.generate_sample import generate_sample
 
     root = str(tmp_path_factory.mktemp("explain"))
     generate_sample(root, urls=600, hosts=12, days=len(DAYS), end_date=D, seed=11)

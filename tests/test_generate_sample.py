@@ -8,11 +8,11 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from jobs.tools.generate_sample import generate_sample, main
-from jobs.sim import SyntheticWeb, WebParams, politeness_violations
-from jobs.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCHEMA,
+from lab.tools.generate_sample import generate_sample, main
+from lab.sim import SyntheticWeb, WebParams, politeness_violations
+from lab.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCHEMA,
                                IMPORTANCE_SCHEMA, SIGNALS_SCHEMA)
-from jobs.sim.rand import hex_strings
+from lab.sim.rand import hex_strings
 
 SHARES = (0.3, 0.2, 0.1, 0.2, 0.2)  # ensure every validator class occurs on 15 hosts
 TINY = dict(urls=1500, hosts=15, days=5, end_date="2024-03-05", seed=11, keep_days=10,

@@ -10,29 +10,34 @@ from pathlib import Path
 
 import pytest
 
-JOBS = Path(__file__).resolve().parents[1] / "jobs"
+REPO = Path(__file__).resolve().parents[1]
+JOBS = REPO / "jobs"
+LAB = REPO / "lab"
 
 # The DAG's stages: none may import another (what two share lives in a shared module).
 STAGES = {"jobs.validate_logs", "jobs.update_state", "jobs.allocate", "jobs.build_schedule",
           "jobs.publish", "jobs.verify"}
 
-# package -> packages/modules (by prefix) its modules may import from jobs.
+# package -> packages/modules (by prefix) its modules may import from jobs and lab.
 ALLOWED = {
     "jobs.core": ("jobs.core",),
     "jobs.fleet": ("jobs.fleet", "jobs.core", "jobs.schemas"),
-    "jobs.sim": ("jobs.sim", "jobs.schemas", "jobs.fleet"),
+    "lab.sim": ("lab.sim", "jobs.schemas", "jobs.fleet"),
 }
-# package -> jobs packages its modules must never import.
+# package -> packages its modules must never import. The product (every jobs package) never
+# imports the lab.
 FORBIDDEN = {
-    "jobs": ("jobs.studies", "jobs.tools", "jobs.backtest", "jobs.sim"),
-    "jobs.backtest": ("jobs.studies",),
-    "jobs.tools": ("jobs.studies",),
+    "jobs": ("lab",),
+    "jobs.core": ("lab",),
+    "jobs.fleet": ("lab",),
+    "lab.backtest": ("lab.studies",),
+    "lab.tools": ("lab.studies",),
 }
-NO_PYSPARK = ("jobs.core", "jobs.fleet", "jobs.sim")
+NO_PYSPARK = ("jobs.core", "jobs.fleet", "lab.sim")
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(JOBS.parent).with_suffix("").parts
+    parts = path.relative_to(REPO).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -48,13 +53,14 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-MODULES = {module_name(p): imports_of(p) for p in sorted(JOBS.rglob("*.py"))}
+MODULES = {module_name(p): imports_of(p)
+           for root in (JOBS, LAB) for p in sorted(root.rglob("*.py"))}
 
 
 def package_of(module: str) -> str:
     parts = module.split(".")
     sub = ".".join(parts[:2])
-    return sub if len(parts) >= 2 and (JOBS / parts[1]).is_dir() else "jobs"
+    return sub if len(parts) >= 2 and (REPO / parts[0] / parts[1]).is_dir() else parts[0]
 
 
 def under(name: str, prefixes) -> bool:
@@ -62,8 +68,9 @@ def under(name: str, prefixes) -> bool:
 
 
 def real_jobs_modules(imported: set[str]) -> set[str]:
-    """The jobs modules/packages actually named (``from jobs import x`` adds jobs.x)."""
-    return {m for m in imported if m.startswith("jobs.") and (m in MODULES or under(m, MODULES))}
+    """The jobs and lab modules/packages actually named (``from jobs import x`` adds jobs.x)."""
+    return {m for m in imported if m.startswith(("jobs.", "lab.")) or m == "lab"
+            if m in MODULES or under(m, MODULES) or m == "lab"}
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -76,7 +83,7 @@ def test_module_imports_follow_the_layout(module):
     problems += [m for m in imported if under(m, FORBIDDEN.get(package, ()))]
     if module in STAGES:
         problems += [m for m in imported if m in STAGES and m != module]
-    # Production code never leans on test code (the backtest's S3 server is jobs.sim's).
+    # Production code never leans on test code (the backtest's S3 server is lab.sim's).
     problems += [m for m in MODULES[module] if under(m, ("tests",))]
     if under(module, NO_PYSPARK):
         problems += [m for m in MODULES[module] if under(m, ("pyspark",))]
@@ -84,7 +91,7 @@ def test_module_imports_follow_the_layout(module):
 
 
 def test_every_package_says_what_lives_there_and_who_may_import_it():
-    for init in JOBS.rglob("__init__.py"):
+    for init in [*JOBS.rglob("__init__.py"), *LAB.rglob("__init__.py")]:
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and "import" in doc.lower(), f"{init} needs a docstring naming what may import it"
 
@@ -93,3 +100,17 @@ def test_the_rules_catch_a_stage_importing_a_stage(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from jobs import allocate\n")
     assert "jobs.allocate" in real_jobs_modules(imports_of(bad))
+
+
+def test_the_rules_catch_the_product_importing_the_lab(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from lab.sim import WebParams\n    import lab\n")
+    found = real_jobs_modules(imports_of(bad))
+    assert "lab.sim" in found and "lab" in found
+    assert [m for m in found if under(m, FORBIDDEN["jobs"])]
+
+
+def test_product_modules_are_only_in_jobs_and_the_lab_has_no_stage():
+    assert not any(m.startswith("jobs.") and under(m, ("jobs.sim", "jobs.backtest", "jobs.studies",
+                                                      "jobs.tools")) for m in MODULES)
+    assert {"lab.sim", "lab.backtest", "lab.studies", "lab.tools"} <= set(MODULES)

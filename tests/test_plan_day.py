@@ -14,7 +14,7 @@ D0, D1 = "2024-01-13", "2024-01-14"
 @pytest.mark.e2e
 def test_one_session_runs_the_three_stages_and_a_refusal_stops_the_chain(spark, tmp_path):
     from jobs import rebuild_state
-    from jobs.tools.generate_sample import generate_sample
+    from lab.tools.generate_sample import generate_sample
 
     root = tmp_path / "data"
     generate_sample(str(root), urls=300, hosts=6, days=2, end_date=D1, seed=2)

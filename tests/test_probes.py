@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobs.backtest.loop import BacktestSpec, planner_config
+from lab.backtest.loop import BacktestSpec, planner_config
 from jobs.config import Config, ConfigError, load_config
 from jobs.core import host_plan, policies, probes
 from jobs.params import plan_context

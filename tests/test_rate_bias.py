@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from jobs.studies import study_rate_bias as srb
+from lab.studies import study_rate_bias as srb
 
 
 def test_reference_estimate_known_answers():

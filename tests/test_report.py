@@ -296,7 +296,7 @@ def closed_loop(spark, tmp_path_factory):
     """A data root the real stages wrote in a closed loop (the backtest's: allocate,
     build_schedule, publish/verify to a loopback S3 server, a simulated fleet executing the
     schedule, its logs back into update_state), so the metrics carry scored audits."""
-    from jobs.backtest.loop import BacktestSpec, prepare_history, run_policy
+    from lab.backtest.loop import BacktestSpec, prepare_history, run_policy
     from tests.s3server import MotoS3Server, dummy_aws_env
 
     work = tmp_path_factory.mktemp("report_loop")

@@ -81,7 +81,7 @@ def test_derived_schedule_forms_equal_the_contract():
 def test_simulator_writes_the_planners_input_contracts(name, contract):
     """What the sim writes is what the planner reads: same columns, order and types (every
     field nullable in the sim's files), and the files pass the planner's own check."""
-    from jobs.sim import contract as sim_contract
+    from lab.sim import contract as sim_contract
 
     derived = getattr(sim_contract, name)
     assert derived.names == contract.names

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from jobs.core.freshness import age, freshness
-from jobs.sim import Simulation, WebParams
-from jobs.sim.params import VALIDATOR_CLASSES
+from lab.sim import Simulation, WebParams
+from lab.sim.params import VALIDATOR_CLASSES
 
 START = pd.Timestamp("2024-01-01", tz="UTC")
 

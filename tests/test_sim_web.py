@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from jobs.sim.params import WebParams
-from jobs.sim.web import SyntheticWeb
+from lab.sim.params import WebParams
+from lab.sim.web import SyntheticWeb
 
 SMALL = WebParams(n_urls=3000, n_hosts=30, seed=7, hosts_per_shard=8, keep_days=5)
 
@@ -86,8 +86,8 @@ def test_dropped_window_and_bad_params_raise():
 
 
 def test_web_overrides_parse_literals_of_each_fields_type():
-    from jobs.backtest.loop import BacktestSpec
-    from jobs.sim.params import web_overrides
+    from lab.backtest.loop import BacktestSpec
+    from lab.sim.params import web_overrides
 
     got = web_overrides(["quota_host_share=0.1", "quota_per_page=(0.1, 0.2)",
                          "quota_recover_day=9", "error_rate=0"])
@@ -125,7 +125,7 @@ def test_weekly_share_zero_leaves_the_web_bit_for_bit_unchanged(monkeypatch):
     # A kind added with share 0 must not move a default web. Compared on this machine, never
     # against a digest recorded on another (exp/log differ in the last bit between SIMD levels):
     # the web as built, against the same web with the weekly kind's code paths taken away.
-    from jobs.sim import changes
+    from lab.sim import changes
 
     p = WebParams(**{**SMALL.__dict__, "birth_rate": 0.05})
     assert p.process_shares == (0.7, 0.15, 0.15, 0.0)
@@ -199,9 +199,9 @@ def test_weekly_pages_publish_once_a_week_on_their_weekday_at_their_hour():
 
 
 def test_process_shares_override_takes_four_kinds():
-    from jobs.sim.params import web_overrides
+    from lab.sim.params import web_overrides
 
-    from jobs.backtest.loop import BacktestSpec
+    from lab.backtest.loop import BacktestSpec
 
     got = web_overrides(["process_shares=(0.7, 0.1, 0.1, 0.1)"])
     assert WebParams(**got).process_shares == (0.7, 0.1, 0.1, 0.1)
@@ -216,7 +216,7 @@ def test_sim_prehistory_last_change_follows_each_pages_process():
     follows its own process: a Poisson page's age is Exp(λ) (truncated at its birth), a daily
     publisher's falls at its hour, a weekly one's on its weekday; a page that never changes
     shows its birth. (Every page once read as unchanged since its birth.)"""
-    from jobs.sim.population import DAILY, POISSON, WEEKLY
+    from lab.sim.population import DAILY, POISSON, WEEKLY
 
     p = WebParams(n_urls=20000, n_hosts=40, seed=5, process_shares=(0.5, 0.25, 0.0, 0.25),
                   birth_rate=0.0, death_rate=0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from jobs import partitions, update_state, validate_logs
-from jobs.studies.spark_floor import floor_steps, summarise
+from lab.studies.spark_floor import floor_steps, summarise
 from tests import tiny_web
 from tests.conftest import make_config
 

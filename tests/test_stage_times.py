@@ -1,7 +1,7 @@
-"""jobs.studies.stage_times reads a Spark event log's jobs, tasks and uncovered driver time."""
+"""lab.studies.stage_times reads a Spark event log's jobs, tasks and uncovered driver time."""
 import json
 
-from jobs.studies import stage_times
+from lab.studies import stage_times
 
 
 def _events():

@@ -1,11 +1,16 @@
-"""A missing or half-written day never looks like an empty one (issue 9 §1).
+"""A missing or half-written day never looks like an empty one.
 
 The kill tests SIGKILL a real ``python -m jobs.update_state`` (its whole process group:
-the Python driver and its JVM) while Spark is writing state or hosts, then rerun and
-compare with an undisturbed run, row for row; they are the end-to-end tier (``pytest -m e2e``).
+the Python driver and its JVM) at a known moment of its state or hosts commit, then rerun and
+compare with an undisturbed run, row for row, and check the commit marker's attempt id: the
+old commit survived, or the new one is complete. The moments: as Spark starts writing
+(``_temporary/`` appears), between the new data files and the marker, and between the marker
+and the deletion of the old commit's files (``jobs.partitions``' test-only pause points, which
+report where the writer stopped). They are the end-to-end tier (``pytest -m e2e``).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -26,7 +31,7 @@ SPARK_SETS = ["spark.master=local[2]", "spark.state_buckets=2", "schedule.n_shar
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    from jobs.tools.generate_sample import generate_sample
+    from lab.tools.generate_sample import generate_sample
 
     root = tmp_path_factory.mktemp("inputs") / "data"
     generate_sample(str(root), urls=240, hosts=8, days=3, end_date=D2, seed=3, signal_days=2)
@@ -96,6 +101,35 @@ def _kill_during_write(root, day, table, timeout_s=240):
             proc.wait()
 
 
+def _kill_at(root, day, table, point, tmp_path, timeout_s=240):
+    """Start update_state for ``day``, let it stop at ``point`` of its ``table`` commit
+    (``jobs.partitions.PAUSE_POINTS``), SIGKILL its process group there; returns the note the
+    writer left at the pause (point, table, path, pid, the new data files)."""
+    note = tmp_path / f"paused-{table}-{point}.json"
+    env = {**os.environ, partitions.PAUSE_ENV: f"{table}:{point}",
+           partitions.PAUSE_NOTE_ENV: str(note)}
+    cmd = [sys.executable, "-m", "jobs.update_state", "--date", day,
+           "--set", f"paths.root={root}"] + [a for s in SPARK_SETS for a in ("--set", s)]
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while proc.poll() is None and time.monotonic() < deadline and not note.exists():
+            time.sleep(0.02)
+        assert note.exists(), f"update_state never reached {table}:{point} (rc {proc.poll()})"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return json.loads(note.read_text())
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _data_files(part):
+    return sorted(f for f in os.listdir(part) if f.endswith(".parquet"))
+
+
 def _assert_equal_to(undisturbed, root, days):
     for table in ("state", "hosts"):
         for day in days:
@@ -126,9 +160,74 @@ def test_killed_first_attempt_refuses_downstream_then_recovers(spark, undisturbe
 def test_killed_rerun_leaves_the_previous_commit_readable(spark, undisturbed, tmp_path):
     root = _root_after(undisturbed, D1, tmp_path)
     cfg = make_config(root)
+    part = os.path.join(root, "state", f"dt={D1}")
+    old = partitions.read_marker(part)
     assert _kill_during_write(root, D1, "state")
+    assert partitions.read_marker(part)["attempt"] == old["attempt"]  # the old commit survived
     _assert_equal_to(undisturbed, root, (D1,))  # the earlier commit of D1, whole
     update_state.run(cfg, D2, spark)
+    _assert_equal_to(undisturbed, root, (D1, D2))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("table", ["state", "hosts"])
+def test_rerun_killed_between_its_files_and_its_marker_keeps_the_old_commit(spark, undisturbed,
+                                                                            tmp_path, table):
+    root = _root_after(undisturbed, D1, tmp_path)
+    part = os.path.join(root, table, f"dt={D1}")
+    old = partitions.read_marker(part)
+    old_files = {e["name"] for e in old["files"]}
+    note = _kill_at(root, D1, table, "files_written", tmp_path)
+    # Where the kill landed: the new attempt's files are in dt=D1/ beside the old commit's,
+    # and the marker is still the old one.
+    assert note["point"] == "files_written" and note["table"] == table
+    new_files = set(note["files"])
+    assert new_files and not new_files & old_files
+    assert new_files | old_files <= set(_data_files(part))
+    assert partitions.read_marker(part)["attempt"] == old["attempt"]
+    assert partitions.read_marker(part)["files"] == old["files"]
+    _assert_equal_to(undisturbed, root, (D1,))  # readers see the old commit, whole
+    update_state.run(make_config(root), D2, spark)
+    _assert_equal_to(undisturbed, root, (D1, D2))
+
+
+@pytest.mark.e2e
+def test_first_attempt_killed_between_its_files_and_its_marker_is_refused(spark, undisturbed,
+                                                                          tmp_path):
+    root = _root_after(undisturbed, D0, tmp_path)
+    cfg = make_config(root)
+    part = os.path.join(root, "state", f"dt={D1}")
+    note = _kill_at(root, D1, "state", "files_written", tmp_path)
+    assert note["point"] == "files_written" and set(note["files"]) <= set(_data_files(part))
+    assert partitions.read_marker(part) is None  # data files, no marker: not a partition
+    with pytest.raises(partitions.MissingPartitionError, match="never committed"):
+        update_state.run(cfg, D2, spark)
+    for day in (D1, D2):
+        update_state.run(cfg, day, spark)
+    _assert_equal_to(undisturbed, root, (D1, D2))
+    assert set(_data_files(part)) == {e["name"] for e in partitions.read_marker(part)["files"]}
+
+
+@pytest.mark.e2e
+def test_rerun_killed_after_its_marker_leaves_the_new_commit_complete(spark, undisturbed,
+                                                                      tmp_path):
+    root = _root_after(undisturbed, D1, tmp_path)
+    part = os.path.join(root, "state", f"dt={D1}")
+    old = partitions.read_marker(part)
+    old_files = {e["name"] for e in old["files"]}
+    note = _kill_at(root, D1, "state", "marker_written", tmp_path)
+    marker = partitions.read_marker(part)
+    # Where the kill landed: a new marker naming exactly the new files; the old commit's files
+    # are still on disk (their deletion never ran), and readers ignore them.
+    assert note["point"] == "marker_written"
+    assert marker["attempt"] != old["attempt"]
+    assert sorted(e["name"] for e in marker["files"]) == note["files"]
+    assert old_files <= set(_data_files(part))
+    _assert_equal_to(undisturbed, root, (D1,))  # the new commit, whole
+    # The next commit of the partition removes the leftovers.
+    update_state.run(make_config(root), D1, spark)
+    assert set(_data_files(part)) == {e["name"] for e in partitions.read_marker(part)["files"]}
+    update_state.run(make_config(root), D2, spark)
     _assert_equal_to(undisturbed, root, (D1, D2))
 
 
@@ -177,3 +276,20 @@ def test_dag_never_runs_a_day_on_top_of_a_failed_one(airflow_db):
     dag = DagBag(dag_folder=os.path.join(REPO, "dags")).dags["recrawl_daily"]
     assert dag.max_active_runs == 1  # a catch-up replays the days in date order
     assert all(t.depends_on_past for t in dag.tasks)
+
+
+@pytest.mark.e2e
+def test_spark_fold_keeps_an_unfetched_urls_timestamps_to_the_microsecond(undisturbed):
+    # Through Spark, Arrow and pandas and back: a URL with no fetch on D2 keeps every
+    # timestamp it had on D1, bit for bit.
+    root = undisturbed["after"][D2]
+    logs = pd.concat([pd.read_parquet(os.path.join(root, "fetch_logs", f"dt={D2}"))])
+    before = undisturbed["tables"][("state", D1)].set_index("url")
+    after = undisturbed["tables"][("state", D2)].set_index("url")
+    idle = before.index.difference(pd.Index(logs["url"].unique()))
+    assert len(idle) > 20
+    cols = ["first_seen", "last_fetch_at", "last_success_at", "last_change_at", "last_known_at",
+            "etag", "last_modified", "content_hash", "interval_s", "n_fetches", "n_observations",
+            "n_changes", "exposure_days", "n_errors", "importance"]
+    pd.testing.assert_frame_equal(after.loc[idle, cols], before.loc[idle, cols], check_exact=True)
+    assert before.loc[idle, "last_fetch_at"].notna().any()

@@ -1,9 +1,9 @@
-"""jobs.studies.study_gap: optimal's gain over the oracle net of the visits it took."""
+"""lab.studies.study_gap: optimal's gain over the oracle net of the visits it took."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from jobs.studies.study_gap import evidence_class, gap_table
+from lab.studies.study_gap import evidence_class, gap_table
 
 
 def test_a_group_is_charged_for_the_visits_it_took_from_the_others():

@@ -1,11 +1,11 @@
-"""The run study's tables on hand-made frames with known answers (jobs.studies.study_run)."""
+"""The run study's tables on hand-made frames with known answers (lab.studies.study_run)."""
 import numpy as np
 import pandas as pd
 import pytest
 
 from jobs.config import load_config
 from jobs.params import timing_params
-from jobs.studies import study_run
+from lab.studies import study_run
 
 
 def test_day_ratios_average_the_seeds_per_planned_day_and_per_window():

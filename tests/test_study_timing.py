@@ -1,4 +1,4 @@
-"""jobs.studies.study_timing: timed pages per kind, own evidence vs the host's phase."""
+"""lab.studies.study_timing: timed pages per kind, own evidence vs the host's phase."""
 import numpy as np
 import pandas as pd
 
@@ -6,7 +6,7 @@ from jobs.config import Config
 from jobs.core import timing
 from jobs.core.timing import DAY_S
 from jobs.params import timing_params
-from jobs.studies.study_timing import timed_by_kind
+from lab.studies.study_timing import timed_by_kind
 
 MON = pd.Timestamp("2026-11-02T00:00Z").timestamp()
 
@@ -38,7 +38,7 @@ def test_pages_are_counted_by_how_they_are_timed():
 
 
 def test_placement_counts_visits_just_after_the_change_instant():
-    from jobs.studies.study_timing import placement_by_kind
+    from lab.studies.study_timing import placement_by_kind
     mon = pd.Timestamp("2026-11-02T00:00Z")  # a Monday
     truth = pd.DataFrame({"url": ["d", "w", "p"], "kind": ["daily", "weekly", "poisson"],
                           "period_s": [DAY_S, 7 * DAY_S, np.nan],

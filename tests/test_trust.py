@@ -5,7 +5,7 @@ import pytest
 from jobs.config import load_config
 from jobs.core import trust
 from jobs.params import trust_params
-from jobs.studies.study_trust import run_study
+from lab.studies.study_trust import run_study
 
 PARAMS = trust_params(load_config())
 

@@ -213,7 +213,7 @@ def _quarantine(root, day):
 @pytest.fixture(scope="module")
 def rebuilt(spark, tmp_path_factory):
     """Four generated days with a stale row on the last, run daily, then rebuilt in place."""
-    from jobs.tools.generate_sample import generate_sample
+    from lab.tools.generate_sample import generate_sample
 
     root = str(tmp_path_factory.mktemp("gen"))
     generate_sample(root, urls=240, hosts=8, days=4, end_date=GEN_DAYS[-1], seed=3,
@@ -428,7 +428,7 @@ def test_update_state_and_the_study_choose_the_same_prior(spark, tmp_path, level
     an EM fit, pooled-only and no prior at all (a group that has no prior must not hide a
     pooled prior further down the chain)."""
     from jobs.core.estimators_stats import STATS_COLUMNS
-    from jobs.studies.study_priors import priors_for
+    from lab.studies.study_priors import priors_for
 
     def page(url, changed, unchanged, interval):
         row = dict.fromkeys(STATS_COLUMNS, 0.0)

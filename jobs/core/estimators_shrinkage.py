@@ -113,7 +113,7 @@ def choose_prior(shape, rate, em) -> tuple[np.ndarray, np.ndarray]:
     The rule of ``PRIOR_CHAINS``: the first group whose prior is an EM fit, else the first
     group with any prior (a pooled one), else none (NaN: the default smoothing prior).
     update_state calls it per batch of URLs (``mapInPandas``) on the fits joined by group;
-    jobs.studies.study_priors on the fits reindexed by group.
+    lab.studies.study_priors on the fits reindexed by group.
 
     Parameters
     ----------
