@@ -76,3 +76,24 @@ def airflow_db():
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
                    capture_output=True, env=dict(os.environ))
     return os.environ["AIRFLOW_HOME"]
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """The test session's one loopback S3 server (moto, writes serialised); modules take it
+    through :func:`s3_server`."""
+    from tests.s3server import MotoS3Server
+
+    with MotoS3Server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def s3_server(moto_server):
+    """The shared S3 server, emptied for this module, with loopback-only dummy credentials
+    set while the module runs."""
+    from tests.s3server import dummy_aws_env
+
+    moto_server.reset()
+    with dummy_aws_env():
+        yield moto_server

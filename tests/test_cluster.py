@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.s3server import MotoS3Server, dummy_aws_env, patched_env
+from tests.s3server import patched_env
 
 D0, D1, D2 = "2026-11-18", "2026-11-19", "2026-11-20"
 URLS, HOSTS, BUDGET = 300, 8, 120
@@ -304,7 +304,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
+def two_runs(s3_server, airflow_db, spark, tmp_path_factory, cluster, artefact):
     from jobs import rebuild_state
     from jobs.config import load_config
     from lab.tools.generate_sample import generate_sample
@@ -319,42 +319,44 @@ def two_runs(airflow_db, spark, tmp_path_factory, cluster, artefact):
     for root in roots.values():
         shutil.copytree(base, root)
     timings = {"cluster_start_s": cluster["start_s"]}
-    # One S3 server per run, the same target: the schedules Asset (named by the target's URI)
-    # is the same in both runs, and each run's objects stay apart.
-    with dummy_aws_env(), MotoS3Server() as s3_local, MotoS3Server() as s3_cluster:
-        s3 = {"local": s3_local, "cluster": s3_cluster}
-        for name in roots:
-            ensure_bucket(s3[name].endpoint_url, "sched")
-        common = [*BASE, "publish.target=s3://sched/daily"]
-        # local[2]: the checkout, the embedded defaults (shuffle partitions as the cluster's)
-        local_cfg = work / "local.toml"
-        _write_config(local_cfg, [*common, f"paths.root={roots['local']}", "spark.master=local[2]",
-                                  f"publish.endpoint_url={s3_local.endpoint_url}",
-                                  f"spark.settings.spark.sql.shuffle.partitions={SHUFFLE}"])
-        timings["local_2_dates_s"] = _run_dates(
-            local_cfg, {"conn_type": "spark", "host": "local[2]"}, {})
-        # the cluster: the artefact only, default spark.settings (8 partitions: must not reach
-        # it), the cluster's spark-defaults.conf via SPARK_CONF_DIR, no PYTHONPATH anywhere
-        cluster_cfg = work / "cluster.toml"
-        _write_config(cluster_cfg, [*common, f"paths.root={roots['cluster']}",
-                                    f"publish.endpoint_url={s3_cluster.endpoint_url}",
-                                    f"airflow.py_files={artefact['zip']}",
-                                    "airflow.spark_session=run"])
-        env = {"SPARK_CONF_DIR": cluster["conf_dir"], "PYTHONPATH": None, "PYSPARK_PYTHON": None,
-               "PYSPARK_DRIVER_PYTHON": None}
-        conn = {"conn_type": "spark", "host": cluster["master"]}
-        timings["cluster_2_dates_s"] = _run_dates(cluster_cfg, conn, env)
-        # A probe submitted exactly like the day's Spark task (same operator, hook and command).
-        probe = Path(artefact["zip"]).parent / "probe.py"
-        probe.write_text(PROBE)
-        with patched_env({"RECRAWL_CONFIG": str(cluster_cfg),
-                          "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps(conn), **env}):
-            task = _dagbag().dags["recrawl_daily"].get_task("plan_day")
-            hook = task._get_hook()
-            command = hook._build_spark_submit_command(str(probe))
-            hook.submit(str(probe))
-        report = json.loads((probe.parent / "probe.json").read_text())
-        published = {name: _published(s3[name], "sched") for name in roots}
+    # The same target in both runs (the schedules Asset is named by the target's URI): the
+    # local run's objects are read, then the shared server is emptied for the cluster run.
+    s3 = s3_server
+    published = {}
+    ensure_bucket(s3.endpoint_url, "sched")
+    common = [*BASE, "publish.target=s3://sched/daily"]
+    # local[2]: the checkout, the embedded defaults (shuffle partitions as the cluster's)
+    local_cfg = work / "local.toml"
+    _write_config(local_cfg, [*common, f"paths.root={roots['local']}", "spark.master=local[2]",
+                              f"publish.endpoint_url={s3.endpoint_url}",
+                              f"spark.settings.spark.sql.shuffle.partitions={SHUFFLE}"])
+    timings["local_2_dates_s"] = _run_dates(
+        local_cfg, {"conn_type": "spark", "host": "local[2]"}, {})
+    published["local"] = _published(s3, "sched")
+    s3.reset()
+    ensure_bucket(s3.endpoint_url, "sched")
+    # the cluster: the artefact only, default spark.settings (8 partitions: must not reach
+    # it), the cluster's spark-defaults.conf via SPARK_CONF_DIR, no PYTHONPATH anywhere
+    cluster_cfg = work / "cluster.toml"
+    _write_config(cluster_cfg, [*common, f"paths.root={roots['cluster']}",
+                                f"publish.endpoint_url={s3.endpoint_url}",
+                                f"airflow.py_files={artefact['zip']}",
+                                "airflow.spark_session=run"])
+    env = {"SPARK_CONF_DIR": cluster["conf_dir"], "PYTHONPATH": None, "PYSPARK_PYTHON": None,
+           "PYSPARK_DRIVER_PYTHON": None}
+    conn = {"conn_type": "spark", "host": cluster["master"]}
+    timings["cluster_2_dates_s"] = _run_dates(cluster_cfg, conn, env)
+    # A probe submitted exactly like the day's Spark task (same operator, hook and command).
+    probe = Path(artefact["zip"]).parent / "probe.py"
+    probe.write_text(PROBE)
+    with patched_env({"RECRAWL_CONFIG": str(cluster_cfg),
+                      "AIRFLOW_CONN_RECRAWL_SPARK": json.dumps(conn), **env}):
+        task = _dagbag().dags["recrawl_daily"].get_task("plan_day")
+        hook = task._get_hook()
+        command = hook._build_spark_submit_command(str(probe))
+        hook.submit(str(probe))
+    report = json.loads((probe.parent / "probe.json").read_text())
+    published["cluster"] = _published(s3, "sched")
     print(f"\ne2e timings: {json.dumps(timings)}\nstandalone command: {' '.join(command)}")
     return {"roots": roots, "published": published, "probe": report, "timings": timings,
             "command": command, "cluster": cluster}

@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO
-from tests.s3server import MotoS3Server, dummy_aws_env
 
 RUN_DATE = "2026-11-05"
 BUDGET = 300
@@ -45,7 +44,7 @@ def test_dagbag_has_no_import_errors(airflow_db):
 
 
 @pytest.fixture(scope="module")
-def published_day(airflow_db, spark, tmp_path_factory):
+def published_day(s3_server, airflow_db, spark, tmp_path_factory):
     from jobs import rebuild_state
     from jobs.config import load_config
     from lab.tools.generate_sample import generate_sample
@@ -54,38 +53,38 @@ def published_day(airflow_db, spark, tmp_path_factory):
     work = tmp_path_factory.mktemp("dagrun")
     root = work / "data"
     generate_sample(str(root), urls=800, hosts=16, days=4, end_date=RUN_DATE, seed=3)
-    with dummy_aws_env(), MotoS3Server() as s3:
-        ensure_bucket(s3.endpoint_url, "sched")
-        overrides = [f"paths.root={root}", "publish.target=s3://sched/daily",
-                     f"publish.endpoint_url={s3.endpoint_url}", "spark.master=local[2]",
-                     f"budget.daily_fetches={BUDGET}", "spark.state_buckets=2",
-                     "schedule.n_shards=4", "spark.settings.spark.sql.shuffle.partitions=4"]
-        cfg = load_config(None, overrides)
-        rebuild_state.run(cfg, "2026-11-02", "2026-11-04", spark)
-        toml = work / "recrawl.toml"
-        from jobs.config import toml_text
-        toml.write_text(toml_text(cfg))
-        os.environ["RECRAWL_CONFIG"] = str(toml)
-        os.environ["AIRFLOW_CONN_RECRAWL_SPARK"] = json.dumps({"conn_type": "spark",
-                                                              "host": "local[2]"})
-        dag = _dagbag().dags["recrawl_daily"]
-        logical = datetime.fromisoformat(RUN_DATE).replace(tzinfo=timezone.utc)
+    s3 = s3_server
+    ensure_bucket(s3.endpoint_url, "sched")
+    overrides = [f"paths.root={root}", "publish.target=s3://sched/daily",
+                 f"publish.endpoint_url={s3.endpoint_url}", "spark.master=local[2]",
+                 f"budget.daily_fetches={BUDGET}", "spark.state_buckets=2",
+                 "schedule.n_shards=4", "spark.settings.spark.sql.shuffle.partitions=4"]
+    cfg = load_config(None, overrides)
+    rebuild_state.run(cfg, "2026-11-02", "2026-11-04", spark)
+    toml = work / "recrawl.toml"
+    from jobs.config import toml_text
+    toml.write_text(toml_text(cfg))
+    os.environ["RECRAWL_CONFIG"] = str(toml)
+    os.environ["AIRFLOW_CONN_RECRAWL_SPARK"] = json.dumps({"conn_type": "spark",
+                                                          "host": "local[2]"})
+    dag = _dagbag().dags["recrawl_daily"]
+    logical = datetime.fromisoformat(RUN_DATE).replace(tzinfo=timezone.utc)
 
-        def listing():
-            objects = s3.client().list_objects_v2(Bucket="sched", Prefix="daily/")["Contents"]
-            return {o["Key"]: (o["ETag"], o["Size"]) for o in objects}
+    def listing():
+        objects = s3.client().list_objects_v2(Bucket="sched", Prefix="daily/")["Contents"]
+        return {o["Key"]: (o["ETag"], o["Size"]) for o in objects}
 
-        dag_run = dag.test(logical_date=logical)
-        assert str(dag_run.state) in ("success", "DagRunState.SUCCESS")
-        first = listing()
-        from jobs.verify import read_schedule
-        schedule = read_schedule(cfg.publish.target, "2026-11-06", s3.endpoint_url)
-        manifest = json.loads(s3.client().get_object(
-            Bucket="sched", Key="daily/schedules/dt=2026-11-06/_manifest.json")["Body"].read())
-        rerun = _rerun_tasks_in_process(str(toml), spark)
-        second = listing()
-        yield {"cfg": cfg, "root": root, "schedule": schedule, "first": first,
-               "second": second, "manifest": manifest, "rerun": rerun}
+    dag_run = dag.test(logical_date=logical)
+    assert str(dag_run.state) in ("success", "DagRunState.SUCCESS")
+    first = listing()
+    from jobs.verify import read_schedule
+    schedule = read_schedule(cfg.publish.target, "2026-11-06", s3.endpoint_url)
+    manifest = json.loads(s3.client().get_object(
+        Bucket="sched", Key="daily/schedules/dt=2026-11-06/_manifest.json")["Body"].read())
+    rerun = _rerun_tasks_in_process(str(toml), spark)
+    second = listing()
+    yield {"cfg": cfg, "root": root, "schedule": schedule, "first": first,
+           "second": second, "manifest": manifest, "rerun": rerun}
 
 
 def _rerun_tasks_in_process(config_path, spark):

@@ -292,7 +292,7 @@ def test_failed_run_calls_the_webhook_and_the_missed_deadline_alerts(airflow_db,
     assert missed["state"] == "failed"
 
 
-def test_publish_updates_the_schedules_asset(airflow_db, tmp_path, monkeypatch):
+def test_publish_updates_the_schedules_asset(s3_server, airflow_db, tmp_path, monkeypatch):
     """A real run whose publish task uploads a staged schedule to S3 (moto on loopback; the
     other tasks marked success): the Asset event carries the day and its manifest."""
     from airflow.models.asset import AssetEvent, AssetModel
@@ -300,25 +300,25 @@ def test_publish_updates_the_schedules_asset(airflow_db, tmp_path, monkeypatch):
     from sqlalchemy import select
 
     from jobs.publish import ensure_bucket
-    from tests.s3server import MotoS3Server, dummy_aws_env, sample_schedule, stage_schedule
+    from tests.s3server import sample_schedule, stage_schedule
 
     run_date, day = "2026-11-12", "2026-11-13"
     root = tmp_path / "data"
     stage_schedule(sample_schedule(day=day), str(root / "schedules" / f"dt={day}"))
-    with dummy_aws_env(), MotoS3Server() as s3:
-        ensure_bucket(s3.endpoint_url, "sched")
-        toml = _write_toml(tmp_path / "ok.toml", paths={"root": str(root)},
-                           publish={"target": TARGET, "endpoint_url": s3.endpoint_url},
-                           airflow={"retries": 0})
-        monkeypatch.setenv("RECRAWL_CONFIG", toml)
-        monkeypatch.delenv("AIRFLOW_CONN_RECRAWL_ALERTS", raising=False)
-        dag = _dag_from_bag()
-        logical = datetime.fromisoformat(run_date).replace(tzinfo=timezone.utc)
-        dag_run = dag.test(logical_date=logical,
-                           mark_success_pattern="wait_for_logs|validate_logs|update_state"
-                                                "|allocate|build_schedule|verify")
-        assert "success" in str(dag_run.state).lower()
-        s3.client().head_object(Bucket="sched", Key=f"daily/schedules/dt={day}/_manifest.json")
+    s3 = s3_server
+    ensure_bucket(s3.endpoint_url, "sched")
+    toml = _write_toml(tmp_path / "ok.toml", paths={"root": str(root)},
+                       publish={"target": TARGET, "endpoint_url": s3.endpoint_url},
+                       airflow={"retries": 0})
+    monkeypatch.setenv("RECRAWL_CONFIG", toml)
+    monkeypatch.delenv("AIRFLOW_CONN_RECRAWL_ALERTS", raising=False)
+    dag = _dag_from_bag()
+    logical = datetime.fromisoformat(run_date).replace(tzinfo=timezone.utc)
+    dag_run = dag.test(logical_date=logical,
+                       mark_success_pattern="wait_for_logs|validate_logs|update_state"
+                                            "|allocate|build_schedule|verify")
+    assert "success" in str(dag_run.state).lower()
+    s3.client().head_object(Bucket="sched", Key=f"daily/schedules/dt={day}/_manifest.json")
     uri = f"{TARGET}/schedules"
     with create_session() as session:
         asset = session.scalars(select(AssetModel).where(AssetModel.uri == uri)).one()

@@ -16,7 +16,6 @@ from jobs import (allocate, build_schedule, console, dag_tasks, partitions, upda
                   validate_logs, verify)
 from jobs.paths import schedule_date, work_path
 from tests.conftest import make_config
-from tests.s3server import MotoS3Server, dummy_aws_env
 from tests.test_queries import (check_answers, localised, query_blocks, run_duckdb,
                                 statements)
 
@@ -25,28 +24,28 @@ D = DAYS[-1]
 
 
 @pytest.fixture(scope="module")
-def pipeline(spark, tmp_path_factory):
+def pipeline(s3_server, spark, tmp_path_factory):
     from jobs.publish import ensure_bucket
     from lab.tools.generate_sample import generate_sample
 
     root = str(tmp_path_factory.mktemp("explain"))
     generate_sample(root, urls=600, hosts=12, days=len(DAYS), end_date=D, seed=11)
-    with dummy_aws_env(), MotoS3Server() as s3:
-        ensure_bucket(s3.endpoint_url, "sched")
-        overrides = ["budget.daily_fetches=400", "publish.target=s3://sched/daily",
-                     f"publish.endpoint_url={s3.endpoint_url}"]
-        cfg = make_config(root, *overrides)
-        for day in DAYS:
-            validate_logs.run(cfg, day)
-            update_state.run(cfg, day, spark, bootstrap=(day == DAYS[0]))
-        for day in DAYS[1:]:
-            allocate.run(cfg, day, spark)
-            build_schedule.run(cfg, day, spark)
-        dag_tasks.run_publish(cfg, D)
-        sets = [x for o in [f"paths.root={root}", "spark.master=local[2]",
-                            "spark.state_buckets=2", "schedule.n_shards=4", *overrides]
-                for x in ("--set", o)]
-        yield {"cfg": cfg, "root": root, "sets": sets, "s3": s3}
+    s3 = s3_server
+    ensure_bucket(s3.endpoint_url, "sched")
+    overrides = ["budget.daily_fetches=400", "publish.target=s3://sched/daily",
+                 f"publish.endpoint_url={s3.endpoint_url}"]
+    cfg = make_config(root, *overrides)
+    for day in DAYS:
+        validate_logs.run(cfg, day)
+        update_state.run(cfg, day, spark, bootstrap=(day == DAYS[0]))
+    for day in DAYS[1:]:
+        allocate.run(cfg, day, spark)
+        build_schedule.run(cfg, day, spark)
+    dag_tasks.run_publish(cfg, D)
+    sets = [x for o in [f"paths.root={root}", "spark.master=local[2]",
+                        "spark.state_buckets=2", "schedule.n_shards=4", *overrides]
+            for x in ("--set", o)]
+    yield {"cfg": cfg, "root": root, "sets": sets, "s3": s3}
 
 
 def _plan(cfg, day):

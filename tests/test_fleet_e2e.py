@@ -20,7 +20,7 @@ from jobs.fleet.reader import ScheduleObjectMissing, ScheduleReader
 from jobs.publish import ensure_bucket, publish
 from jobs.shards import to_schedule_table
 from tests.conftest import make_config
-from tests.s3server import FlakyProxy, MotoS3Server, dummy_aws_env, sample_schedule, stage_schedule
+from tests.s3server import FlakyProxy, sample_schedule, stage_schedule
 
 pytestmark = pytest.mark.e2e
 
@@ -28,9 +28,8 @@ DATE = "2024-05-02"
 
 
 @pytest.fixture(scope="module")
-def s3():
-    with dummy_aws_env(), MotoS3Server() as server:
-        yield server
+def s3(s3_server):
+    return s3_server
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from jobs.objstore import with_retries
 from jobs.publish import PublishError, ensure_bucket, publish
 from jobs.shards import to_schedule_table
 from jobs.verify import read_schedule, verify
-from tests.s3server import FlakyProxy, MotoS3Server, dummy_aws_env, sample_schedule, stage_schedule
+from tests.s3server import FlakyProxy, sample_schedule, stage_schedule
 
 DATE = "2024-05-02"
 EXTRA = {"config": {"n_shards": 4, "budget": 600}, "run_date": "2024-05-01",
@@ -25,9 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def s3():
-    with dummy_aws_env(), MotoS3Server() as server:
-        yield server
+def s3(s3_server):
+    return s3_server
 
 
 @pytest.fixture

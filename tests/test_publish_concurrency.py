@@ -22,7 +22,7 @@ import pytest
 from jobs.publish import EXIT_LOST, PublishConflict, ensure_bucket, publish
 from jobs.shards import to_schedule_table
 from jobs.verify import read_schedule, verify
-from tests.s3server import DUMMY_AWS_ENV, FlakyProxy, MotoS3Server, dummy_aws_env, sample_schedule, \
+from tests.s3server import DUMMY_AWS_ENV, FlakyProxy, sample_schedule, \
     stage_schedule
 
 DATE = "2024-05-02"
@@ -34,9 +34,8 @@ PAIRS = 10  # concurrent pairs tried per run (each ~2-4 s on 2 cores)
 
 
 @pytest.fixture(scope="module")
-def s3():
-    with dummy_aws_env(), MotoS3Server() as server:
-        yield server
+def s3(s3_server):
+    return s3_server
 
 
 @pytest.fixture(scope="module")

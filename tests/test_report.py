@@ -292,19 +292,18 @@ SCREENSHOT_COPY = "/tmp/report_screenshot.png"
 
 
 @pytest.fixture(scope="module")
-def closed_loop(spark, tmp_path_factory):
+def closed_loop(s3_server, spark, tmp_path_factory):
     """A data root the real stages wrote in a closed loop (the backtest's: allocate,
     build_schedule, publish/verify to a loopback S3 server, a simulated fleet executing the
     schedule, its logs back into update_state), so the metrics carry scored audits."""
     from lab.backtest.loop import BacktestSpec, prepare_history, run_policy
-    from tests.s3server import MotoS3Server, dummy_aws_env
 
     work = tmp_path_factory.mktemp("report_loop")
     spec = BacktestSpec(urls=300, hosts=6, history_days=2, days=3, seed=5, audit_rate=0.3,
                         overrides=("budget.audit_share=0.2",))
-    with dummy_aws_env(), MotoS3Server() as s3:
-        history = prepare_history(spec, work, spark)
-        run = run_policy(spec, "optimal", history, work, spark, s3.endpoint_url, log=lambda *a: None)
+    s3 = s3_server
+    history = prepare_history(spec, work, spark)
+    run = run_policy(spec, "optimal", history, work, spark, s3.endpoint_url, log=lambda *a: None)
     assert run.status == "ok", run.error
     root = work / "optimal" / "data"
     last_run = run.daily["run_date"].iloc[-1]

@@ -12,15 +12,14 @@ import pytest
 from jobs.publish import ensure_bucket, publish
 from jobs.shards import write_shard, write_shard_index
 from jobs.verify import VerificationError, verify
-from tests.s3server import MotoS3Server, dummy_aws_env, sample_schedule, stage_schedule
+from tests.s3server import sample_schedule, stage_schedule
 
 DATE = "2024-05-02"
 
 
 @pytest.fixture(scope="module")
-def s3():
-    with dummy_aws_env(), MotoS3Server() as server:
-        yield server
+def s3(s3_server):
+    return s3_server
 
 
 @pytest.fixture
