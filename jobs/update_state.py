@@ -26,22 +26,19 @@ from __future__ import annotations
 
 import sys
 
-if __package__ in (None, ""):  # spark-submit runs this file as a script
-    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
+import numpy as np
+import pandas as pd
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from jobs import ingest, metrics, partitions, schemas, storage  # noqa: E402
-from jobs.cli import stage_main  # noqa: E402
-from jobs.config import Config  # noqa: E402
-from jobs.core import (estimators_shrinkage, host_health, observations, replay,  # noqa: E402
+from jobs import ingest, metrics, partitions, schemas, storage
+from jobs.cli import stage_main
+from jobs.config import Config
+from jobs.core import (estimators_shrinkage, host_health, observations, replay,
                        state_update, trust)
-from jobs.core.estimators_stats import STATS_COLUMNS, observation_columns  # noqa: E402
-from jobs.params import trust_params, update_params  # noqa: E402
-from jobs.paths import previous_day  # noqa: E402
-from jobs.runlog import write_stage_record  # noqa: E402
-from jobs.spark_session import get_spark  # noqa: E402
+from jobs.core.estimators_stats import STATS_COLUMNS, observation_columns
+from jobs.params import trust_params, update_params
+from jobs.paths import previous_day
+from jobs.runlog import write_stage_record
+from jobs.spark_session import get_spark
 
 _EV = list(observations.EVIDENCE_COLUMNS)
 # The fold's rows: state, today's evidence, and the last fetch before today of the URLs
