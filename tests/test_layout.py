@@ -6,6 +6,7 @@ included, so a rule cannot be dodged by importing late.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,58 @@ def test_the_rules_catch_a_stage_importing_a_stage(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from jobs import allocate\n")
     assert "jobs.allocate" in real_jobs_modules(imports_of(bad))
+
+
+# ----- the fleet SDK installs alone; the product imports no path hack ----------------------
+# What jobs.fleet may reach besides itself: the contracts and the URL/header grammar it shares
+# with the planner, and jobs.storage (pyarrow.fs only), which the contracts' footer check
+# (schemas.check_files, the planner's) imports inside the function.
+FLEET_SHARED = ("jobs", "jobs.core", "jobs.schemas", "jobs.core.hosts", "jobs.core.http_fields",
+                "jobs.storage")
+# Third-party imports (top-level names) of the fleet's install, `recrawl[fleet]`: the base
+# dependencies and the fleet extra (tests/test_packaging.py checks they are those of
+# pyproject.toml); botocore comes with boto3.
+FLEET_THIRD_PARTY = {"numpy", "pandas", "pyarrow", "boto3", "botocore", "resiliparse"}
+LAB = ("jobs.sim", "jobs.backtest", "jobs.studies", "jobs.tools")
+
+
+def fleet_closure() -> set[str]:
+    """Every jobs module that importing the jobs.fleet modules imports, transitively."""
+    todo = [m for m in MODULES if under(m, ("jobs.fleet",))]
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in MODULES]
+        todo += [m for m in real_jobs_modules(MODULES[module]) if m in MODULES]
+    return seen
+
+
+def test_the_fleet_reaches_only_itself_the_contracts_and_the_grammar():
+    outside = sorted(m for m in fleet_closure() if not under(m, ("jobs.fleet",))
+                     and m not in FLEET_SHARED)
+    assert not outside, f"jobs.fleet imports {outside}: the fleet's install would need them"
+
+
+def test_the_fleet_imports_only_the_stdlib_and_its_extras_packages():
+    import sys
+
+    problems = {}
+    for module in fleet_closure():
+        third = {m.split(".")[0] for m in MODULES[module]} - set(sys.stdlib_module_names)
+        third -= {"jobs", "__future__"} | FLEET_THIRD_PARTY
+        if third:
+            problems[module] = sorted(third)
+    assert not problems, f"not installed by recrawl[fleet]: {problems}"
+
+
+def test_no_product_module_or_dag_edits_sys_path():
+    files = [p for p in JOBS.rglob("*.py") if not under(module_name(p), LAB)]
+    files += sorted((JOBS.parent / "dags").glob("*.py"))
+    pattern = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\b|\[[^\]]*\]\s*=|\s*[+]?=)")
+    hacks = [f"{p.relative_to(JOBS.parent)}:{n}" for p in files
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not hacks, f"the package is installed (or shipped as the artefact): {hacks}"
