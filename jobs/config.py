@@ -96,7 +96,7 @@ class IngestConfig:
 class PolicyConfig:
     name: str = _doc("Refresh policy: optimal (budgeted, importance-weighted); adaptive, "
                      "uniform and proportional are the baselines it is measured against "
-                     "(docs/backtest.md).", default="optimal")
+                     "(docs/quality.md).", default="optimal")
     objective: str = _doc("Objective of the optimal policy: freshness or age.",
                           default="freshness")
     default_importance: float = _doc("Importance of URLs missing from importance/.",
