@@ -99,7 +99,7 @@ HOST_DEFAULTS = {"cap_factor": ("double", 1.0), "trust_etag": ("boolean", False)
 
 
 def with_host_health(spark, cfg: Config, run_date: str, pages):
-    """Join the update side's committed hosts/dt=D table (issue 3). A missing or uncommitted
+    """Join the update side's committed hosts/dt=D table. A missing or uncommitted
     table is a MissingPartitionError: "trust every validator" is never a fallback."""
     from pyspark.sql import functions as F
 

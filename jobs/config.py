@@ -382,7 +382,7 @@ class SignalsConfig:
 
 @dataclass(frozen=True)
 class HealthConfig:
-    # The served-rate limit of each host (jobs.core.host_health.next_rate_limit, issue 15).
+    # The served-rate limit of each host (jobs.core.host_health.next_rate_limit).
     max_error_rate: float = _doc("Served-rate limit: share of a host's fetches with status "
                                  "0/5xx/429 above which the day is bad.", default=0.05)
     max_latency_ms: float = _doc("Served-rate limit: mean response time above which the day is "

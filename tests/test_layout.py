@@ -149,3 +149,13 @@ def test_no_product_module_or_dag_edits_sys_path():
     hacks = [f"{p.relative_to(JOBS.parent)}:{n}" for p in files
              for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not hacks, f"the package is installed (or shipped as the artefact): {hacks}"
+
+
+def test_product_modules_carry_no_history():
+    """Docstrings and comments say what and why; which issue or run led there is git's."""
+    files = [p for p in JOBS.rglob("*.py") if not under(module_name(p), LAB)]
+    files += sorted((JOBS.parent / "dags").glob("*.py"))
+    pattern = re.compile(r"\bissue \d+|\bUntil 20\d\d-|docs/(backtest|benchmarks)\.md", re.I)
+    found = [f"{p.relative_to(JOBS.parent)}:{n}" for p in files
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found
