@@ -47,3 +47,12 @@ def test_every_repository_path_named_exists(page):
 def test_the_checks_find_links_and_paths():
     assert "config.md" in links("docs/getting-started.md")
     assert "jobs/fleet/fingerprint.py" in repo_paths("README.md")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_user_pages_carry_no_dated_history(page):
+    """Dated runs and what changed when live in lab/notes/, not in a user's page."""
+    text = open(os.path.join(REPO, page)).read()
+    history = re.compile(r"\bissue \d+|\b(until|before|since|at) [0-9a-f]{7}\b"
+                         r"|\b20\d\d-\d\d-\d\d[ ,]+\d\d:\d\d", re.I)
+    assert not [m.group(0) for m in history.finditer(text)], page
