@@ -20,7 +20,7 @@ STAGES = {"jobs.validate_logs", "jobs.update_state", "jobs.allocate", "jobs.buil
 # package -> packages/modules (by prefix) its modules may import from jobs.
 ALLOWED = {
     "jobs.core": ("jobs.core",),
-    "jobs.fleet": ("jobs.fleet", "jobs.core", "jobs.schemas"),
+    "jobs.fleet": ("jobs.fleet", "jobs.core.hosts", "jobs.core.http_fields", "jobs.schemas"),
     "jobs.sim": ("jobs.sim", "jobs.schemas", "jobs.fleet"),
 }
 # package -> jobs packages its modules must never import.
