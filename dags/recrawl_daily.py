@@ -24,18 +24,18 @@ from datetime import timedelta
 
 import pendulum
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.providers.standard.sensors.python import PythonSensor
+from airflow.sdk import (DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineReference, chain)
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: E402
-from airflow.providers.standard.operators.python import PythonOperator  # noqa: E402
-from airflow.providers.standard.sensors.python import PythonSensor  # noqa: E402
-from airflow.sdk import (DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineReference,  # noqa: E402
-                         chain)
+import jobs
+from jobs import dag_tasks, notify
+from jobs.config import embedded_master, load_config
 
-from jobs import dag_tasks, notify  # noqa: E402
-from jobs.config import embedded_master, load_config  # noqa: E402
+# The installed recrawl package (pip install recrawl[airflow]): an embedded-master stage runs
+# its stage file, and the driver and executors import this same package.
+JOBS_DIR = os.path.dirname(os.path.abspath(jobs.__file__))
 
 CONFIG_PATH = os.environ.get("RECRAWL_CONFIG", "")
 cfg = load_config(CONFIG_PATH or None)
@@ -106,15 +106,16 @@ def submit_options(master: str) -> tuple[dict, dict | None]:
     """(--conf settings, environment of spark-submit) for a stage on ``master``.
 
     Embedded master (local[...], on this worker): the embedded defaults ``spark.settings``,
-    executors on this worker's interpreter, and the checkout on PYTHONPATH unless the artefact
-    is configured. A cluster: only the operator's ``spark.cluster_settings`` (merged over the
-    cluster's spark-defaults.conf, never replacing it) and ``spark.python`` if set; nothing of
-    this worker's filesystem, and the jobs only from the artefact ``airflow.py_files``.
+    executors on this worker's interpreter, and the installed jobs package's root on PYTHONPATH
+    unless the artefact is configured. A cluster: only the operator's ``spark.cluster_settings``
+    (merged over the cluster's spark-defaults.conf, never replacing it) and ``spark.python`` if
+    set; nothing of this worker's filesystem, and the jobs only from the artefact
+    ``airflow.py_files``.
     """
     if embedded_master(master):
         env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         if not cfg.airflow.py_files:
-            env["PYTHONPATH"] = REPO
+            env["PYTHONPATH"] = os.path.dirname(JOBS_DIR)
         return dict(cfg.spark.settings), env
     if not cfg.airflow.py_files:
         raise ValueError(f"Spark master {master!r} is a cluster: it runs the jobs from the "
@@ -129,8 +130,8 @@ def spark_stage(stage: str) -> SparkSubmitOperator:
     args = ["--date", "{{ ds }}"] + (["--config", CONFIG_PATH] if CONFIG_PATH else [])
     if cfg.airflow.py_files:  # the artefact's entry runs `recrawl <stage> ...` from the zip
         application, args = cfg.airflow.entry, [stage.replace("_", "-")] + args
-    else:                     # embedded master only: the stage file of this checkout
-        application = os.path.join(REPO, "jobs", f"{stage}.py")
+    else:                     # embedded master only: the installed package's stage file
+        application = os.path.join(JOBS_DIR, f"{stage}.py")
     return RecrawlSparkSubmitOperator(
         task_id=stage, execution_timeout=timeout(stage), doc_md=DOCS[stage],
         application=application, application_args=args, py_files=cfg.airflow.py_files or None,

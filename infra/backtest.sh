@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command for a closed-loop backtest and its HTML report (docs/backtest.md):
+# One command for a closed-loop backtest and its HTML report (docs/quality.md):
 #   bash infra/backtest.sh [--seeds 0 1 2] [--urls N] [--days N] [--out DIR] ...
 # Writes var/backtest/report/report.html by default.
 set -euo pipefail

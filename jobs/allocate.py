@@ -24,19 +24,16 @@ from __future__ import annotations
 
 import sys
 
-if __package__ in (None, ""):  # spark-submit runs this file as a script
-    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
-
-from jobs import budget_cut, ingest, partitions, policy_rates, schemas, storage  # noqa: E402
-from jobs.cli import stage_main  # noqa: E402
-from jobs.config import Config  # noqa: E402
-from jobs.core import host_plan  # noqa: E402
-from jobs.core.probes import PROBE_COLUMNS  # noqa: E402
-from jobs.core.timing import TIMING_COLUMNS  # noqa: E402
-from jobs.params import budget_params  # noqa: E402
-from jobs.paths import planning_window, work_path  # noqa: E402
-from jobs.runlog import write_stage_record  # noqa: E402
-from jobs.spark_session import get_spark  # noqa: E402
+from jobs import budget_cut, ingest, partitions, policy_rates, schemas, storage
+from jobs.cli import stage_main
+from jobs.config import Config
+from jobs.core import host_plan
+from jobs.core.probes import PROBE_COLUMNS
+from jobs.core.timing import TIMING_COLUMNS
+from jobs.params import budget_params
+from jobs.paths import planning_window, work_path
+from jobs.runlog import write_stage_record
+from jobs.spark_session import get_spark
 
 # The state columns a page carries into allocate as they are (the others are cast or filled).
 STATE_PAGE_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s",
@@ -102,7 +99,7 @@ HOST_DEFAULTS = {"cap_factor": ("double", 1.0), "trust_etag": ("boolean", False)
 
 
 def with_host_health(spark, cfg: Config, run_date: str, pages):
-    """Join the update side's committed hosts/dt=D table (issue 3). A missing or uncommitted
+    """Join the update side's committed hosts/dt=D table. A missing or uncommitted
     table is a MissingPartitionError: "trust every validator" is never a fallback."""
     from pyspark.sql import functions as F
 

@@ -17,21 +17,18 @@ from __future__ import annotations
 import json
 import sys
 
-if __package__ in (None, ""):  # spark-submit runs this file as a script
-    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
+import numpy as np
+import pandas as pd
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from jobs import budget_cut, ingest, metrics, partitions, schemas, shards, storage  # noqa: E402
-from jobs.cli import stage_main  # noqa: E402
-from jobs.config import Config  # noqa: E402
-from jobs.core import lanes, plan  # noqa: E402
-from jobs.params import budget_params  # noqa: E402
-from jobs.paths import planning_window, schedule_date, work_path  # noqa: E402
-from jobs.fleet.schedule import LANES  # noqa: E402
-from jobs.runlog import read_stage_record, write_stage_record  # noqa: E402
-from jobs.spark_session import get_spark  # noqa: E402
+from jobs import budget_cut, ingest, metrics, partitions, schemas, shards, storage
+from jobs.cli import stage_main
+from jobs.config import Config
+from jobs.core import lanes, plan
+from jobs.params import budget_params
+from jobs.paths import planning_window, schedule_date, work_path
+from jobs.fleet.schedule import LANES
+from jobs.runlog import read_stage_record, write_stage_record
+from jobs.spark_session import get_spark
 
 SHARD_RESULT_DDL = shards.SHARD_INFO_DDL + ", min_gap_ratio double"
 

@@ -96,7 +96,7 @@ class IngestConfig:
 class PolicyConfig:
     name: str = _doc("Refresh policy: optimal (budgeted, importance-weighted); adaptive, "
                      "uniform and proportional are the baselines it is measured against "
-                     "(docs/backtest.md).", default="optimal")
+                     "(docs/quality.md).", default="optimal")
     objective: str = _doc("Objective of the optimal policy: freshness or age.",
                           default="freshness")
     default_importance: float = _doc("Importance of URLs missing from importance/.",
@@ -382,7 +382,7 @@ class SignalsConfig:
 
 @dataclass(frozen=True)
 class HealthConfig:
-    # The served-rate limit of each host (jobs.core.host_health.next_rate_limit, issue 15).
+    # The served-rate limit of each host (jobs.core.host_health.next_rate_limit).
     max_error_rate: float = _doc("Served-rate limit: share of a host's fetches with status "
                                  "0/5xx/429 above which the day is bad.", default=0.05)
     max_latency_ms: float = _doc("Served-rate limit: mean response time above which the day is "

@@ -92,7 +92,7 @@ def schedule_slots(cfg: Config, run_date: str, url: str, host: str, source: str)
     host's shard) or the staging files (``_shards.json``)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from jobs.shards import shard_of
+    from jobs.fleet.schedule import shard_of
 
     day = schedule_date(run_date)
     shard = int(shard_of(host, cfg.schedule.n_shards))

@@ -341,7 +341,7 @@ def read_importance(spark, cfg: Config):
     A URL may have more than one clean row: its weight is the largest
     (:func:`importance_by_url`, and the fold's pandas twin
     jobs.core.state_update.importance_by_url). update_state hands the rows to its fold as
-    they are (an aggregate here shuffled all of them once more every day: 28 s of 10M)."""
+    they are (an aggregate here would shuffle all of them once more every day)."""
     from pyspark.sql import functions as F
 
     footers = checked_footers(schemas.IMPORTANCE, cfg.paths.table("importance"), False)

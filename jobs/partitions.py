@@ -1,8 +1,8 @@
 """Committed partitions: a table's ``dt=D`` exists for readers only once its marker does.
 
 Spark's ``mode("overwrite")`` deletes the old partition before the new one is complete, so a
-killed writer used to leave nothing (or half a day) where yesterday's state had been, and
-the next stage read that as "empty". Here a partition is committed in three steps:
+killed writer would leave nothing (or half a day) where yesterday's state had been, and the
+next stage would read that as "empty". Here a partition is committed in three steps:
 
 1. the writer appends its files into ``dt=D/`` (Spark names them with a per-job UUID, so they
    never overwrite the files of an earlier commit);

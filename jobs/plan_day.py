@@ -10,15 +10,11 @@ run, so nothing downstream reads a half-made day.
 """
 from __future__ import annotations
 
-import os
 import sys
 
-if __package__ in (None, ""):  # spark-submit of this file from a checkout
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from jobs.cli import stage_main  # noqa: E402
-from jobs.config import Config  # noqa: E402
-from jobs.dag_tasks import SPARK_STAGES  # noqa: E402
+from jobs.cli import stage_main
+from jobs.config import Config
+from jobs.dag_tasks import SPARK_STAGES
 
 def run(cfg: Config, run_date: str, spark=None) -> dict:
     """The three stages' run records, by stage name, in one session."""

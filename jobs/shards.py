@@ -1,10 +1,10 @@
-"""Shard assignment and deterministic per-shard Parquet files (runs inside Spark executors).
+"""Deterministic per-shard Parquet files (runs inside Spark executors).
 
-Every host belongs to exactly one shard, ``crc32(utf8(host)) % n_shards``, so one
-fetcher enforces that host's politeness alone. CRC-32 is used (not Python's salted
-``hash()``) because it is stable across processes and machines and Spark SQL computes
-the same value natively: ``pmod(crc32(cast(host as binary)), n_shards)``, so the
-Spark job can assign shards without a Python UDF.
+Every host belongs to exactly one shard, :func:`jobs.fleet.schedule.shard_of`
+(``crc32(utf8(host)) % n_shards``; the fleet computes the same to own its shards), so one
+fetcher enforces that host's politeness alone. Spark SQL computes the same value natively:
+``pmod(crc32(cast(host as binary)), n_shards)``, so the Spark job assigns shards without a
+Python UDF.
 
 ``write_shard`` turns one shard's rows into one byte-reproducible Parquet file named
 by its content (``shard-00007-<sha256[:12]>.parquet``): rerunning with the same rows
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zlib
 from typing import Callable, Iterable, Mapping
 
 import pandas as pd
@@ -27,11 +26,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from jobs.fleet.schedule import (SCHEDULE_SCHEMA, SHARD_INDEX_NAME, SHARD_INDEX_VERSION,
-                                 ScheduleSchemaError, check_schedule_values, check_shard_info,
-                                 filesystem_for)
+from jobs.fleet.schedule import (SCHEDULE_SCHEMA, SHARD_COLUMN, SHARD_INDEX_NAME,
+                                 SHARD_INDEX_VERSION, ScheduleSchemaError, check_schedule_values,
+                                 check_shard_info, filesystem_for, shard_of)
 
-SHARD_COLUMN = "shard"  # grouping column the Spark job adds; dropped before writing
 # Sorting on every column of the contract makes the row order (and so the bytes) independent
 # of input order: host, then time, then the rest (tests check it names every column once).
 SORT_KEYS = [(name, "ascending") for name in
@@ -45,23 +43,6 @@ PARQUET_OPTIONS = dict(version="2.6", compression="zstd", compression_level=3,
 # Output schema for applyInPandas(shard_writer(...), SHARD_INFO_DDL).
 SHARD_INFO_DDL = ("file string, shard int, rows long, bytes long, sha256 string, "
                   "hosts long, lanes_json string")
-
-
-def shard_of(host: pd.Series | str, n_shards: int) -> pd.Series | int:
-    """Shard id of a host (or a Series of hosts): ``crc32(utf8(host)) % n_shards``."""
-    if isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1:
-        raise ValueError(f"n_shards must be a positive int, got {n_shards!r}")
-    if isinstance(host, str):
-        return zlib.crc32(host.encode("utf-8")) % n_shards
-    if not isinstance(host, pd.Series):
-        raise TypeError(f"host must be a str or pandas.Series, got {type(host).__name__}")
-    if host.isna().any():
-        raise ValueError("host series contains nulls")
-    # Hash each distinct host once; a shard holds many URLs per host.
-    codes, uniques = pd.factorize(host)
-    shard_of_unique = [zlib.crc32(str(h).encode("utf-8")) % n_shards for h in uniques]
-    return pd.Series(pd.Index(shard_of_unique, dtype="int64").take(codes), index=host.index,
-                     name=SHARD_COLUMN)
 
 
 def to_schedule_table(df: pd.DataFrame) -> pa.Table:

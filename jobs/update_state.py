@@ -26,22 +26,19 @@ from __future__ import annotations
 
 import sys
 
-if __package__ in (None, ""):  # spark-submit runs this file as a script
-    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
+import numpy as np
+import pandas as pd
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from jobs import ingest, metrics, partitions, schemas, storage  # noqa: E402
-from jobs.cli import stage_main  # noqa: E402
-from jobs.config import Config  # noqa: E402
-from jobs.core import (estimators_shrinkage, host_health, observations, replay,  # noqa: E402
+from jobs import ingest, metrics, partitions, schemas, storage
+from jobs.cli import stage_main
+from jobs.config import Config
+from jobs.core import (estimators_shrinkage, host_health, observations, replay,
                        state_update, trust)
-from jobs.core.estimators_stats import STATS_COLUMNS, observation_columns  # noqa: E402
-from jobs.params import trust_params, update_params  # noqa: E402
-from jobs.paths import previous_day  # noqa: E402
-from jobs.runlog import write_stage_record  # noqa: E402
-from jobs.spark_session import get_spark  # noqa: E402
+from jobs.core.estimators_stats import STATS_COLUMNS, observation_columns
+from jobs.params import trust_params, update_params
+from jobs.paths import previous_day
+from jobs.runlog import write_stage_record
+from jobs.spark_session import get_spark
 
 _EV = list(observations.EVIDENCE_COLUMNS)
 # The fold's rows: state, today's evidence, and the last fetch before today of the URLs
@@ -138,7 +135,7 @@ def _estimate_udf(cfg: Config, levels: int):
 
     Only its inputs cross to Python (the statistics and the candidate priors, ~50 doubles a
     row) and only the struct comes back: a ``mapInArrow`` over the wide state row sent all
-    of it both ways (7 GB each way at 10M URLs, most of that stage's time)."""
+    of it both ways, most of that stage's time."""
     from pyspark.sql.functions import pandas_udf
 
     def cols(name):
@@ -180,8 +177,8 @@ def with_group_keys(cfg: Config, frame):
     ``estimation.prior_level`` (:func:`_group_keys`), which :func:`with_group_priors` reads.
 
     update_state adds them before it persists the fold: the group sizes, the fit sample and
-    the prior joins all read them, and each recomputed the URL regexes of every level
-    (62 s of 10M URLs' update_state)."""
+    the prior joins all read them, and each would recompute the URL regexes of every
+    level."""
     return frame.select("*", *[key.alias(f"_g{level}")
                                for level, key in enumerate(_group_keys(cfg))])
 
@@ -196,20 +193,18 @@ def prior_sample_unit():
 def _fit_priors(cfg: Config, folded, keys: list[str]):
     """One prior per group of every level, fitted per hash bucket of (level, group) in one
     shuffle and one pandas stage for all levels (one pandas call per bucket, not per group:
-    a call per group cost ~0.1 s each, thousands of templates a day).
+    there are thousands of templates a day).
 
     Each group is fitted on a deterministic hash sample of about ``prior_fit_max_urls`` of
     its URLs (the whole group when smaller: unit < max / size), drawn before the shuffle:
-    a URL class can span a large share of the crawl (~1M URLs of the 10M benchmark), and
-    whole it reached one pandas call to keep 20,000 (the Python workers peaked at 4.7 GB in
-    that stage: docs/benchmarks.md). The sizes of the groups that need a sample come from a
+    a URL class can span a large share of the crawl, and whole it would reach one pandas
+    call to keep a small share of it (and the Python workers' memory with it). The sizes of the groups that need a sample come from a
     count per group (a partial aggregate: one row per group and partition crosses the
     shuffle); there are at most rows / max of them, so broadcast.
 
     Only URLs with an observation cross the shuffle: the EM reads only those, and a URL
-    without one adds zeros to its group's pooled sums (most of a young crawl: 86 % of the
-    1M benchmark's state). A group without any gets no prior either way. The sample still
-    counts every URL of the group, as before."""
+    without one adds zeros to its group's pooled sums (most of a young crawl). A group
+    without any gets no prior either way. The sample still counts every URL of the group."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -518,7 +513,7 @@ def host_figures(hosts, day_col: str | None = None) -> dict:
 
 
 def _audit_figures(cfg: Config, n: int, fresh: int) -> dict:
-    """Achieved freshness on the audit sample with its Wilson interval (issue 5 §4)."""
+    """Achieved freshness on the audit sample with its Wilson interval."""
     p, lo, hi = observations.wilson_interval(fresh, n, cfg.audit.level)
     none = n == 0  # JSON has no NaN: report "no audit today" as null
     return {"audit_n": n, "audit_fresh": fresh, "audit_freshness": None if none else p,

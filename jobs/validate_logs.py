@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import sys
 
-if __package__ in (None, ""):
-    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
-
-from jobs import ingest, schemas, storage  # noqa: E402
-from jobs.cli import stage_main  # noqa: E402
-from jobs.config import Config  # noqa: E402
-from jobs.runlog import write_stage_record  # noqa: E402
+from jobs import ingest, schemas, storage
+from jobs.cli import stage_main
+from jobs.config import Config
+from jobs.runlog import write_stage_record
 
 
 def logs_present(cfg: Config, run_date: str) -> bool:

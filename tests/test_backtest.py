@@ -104,7 +104,7 @@ def test_tiny_backtest_end_to_end(spark, tmp_path):
     # interval covers the day's true plain freshness on at least 1 of the 3 days. (Not a
     # majority: with 2 history days the planner's state, which the audit samples, misses
     # pages the truth counts as stale, so the estimate runs high here; measured 1/3 and 2/3
-    # in two runs. The default backtest, 7 history days, covered 14/15: docs/backtest.md.)
+    # in two runs. The default backtest, 7 history days, covered 14/15: lab/notes/backtest-log.md.)
     assert (ad["lane_audit"] > 0).all()
     assert au["planner_audit_freshness"].notna().all() and (au["planner_audit_n"] >= 5).all()
     assert list(au["planner_audit_source"]) == ["build_schedule"] * (days - 1) + ["update_state"]

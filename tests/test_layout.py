@@ -6,6 +6,7 @@ included, so a rule cannot be dodged by importing late.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ STAGES = {"jobs.validate_logs", "jobs.update_state", "jobs.allocate", "jobs.buil
 # package -> packages/modules (by prefix) its modules may import from jobs and lab.
 ALLOWED = {
     "jobs.core": ("jobs.core",),
-    "jobs.fleet": ("jobs.fleet", "jobs.core", "jobs.schemas"),
+    "jobs.fleet": ("jobs.fleet", "jobs.core.hosts", "jobs.core.http_fields", "jobs.schemas"),
     "lab.sim": ("lab.sim", "jobs.schemas", "jobs.fleet"),
 }
 # package -> packages its modules must never import. The product (every jobs package) never
@@ -114,3 +115,68 @@ def test_product_modules_are_only_in_jobs_and_the_lab_has_no_stage():
     assert not any(m.startswith("jobs.") and under(m, ("jobs.sim", "jobs.backtest", "jobs.studies",
                                                       "jobs.tools")) for m in MODULES)
     assert {"lab.sim", "lab.backtest", "lab.studies", "lab.tools"} <= set(MODULES)
+
+
+# ----- the fleet SDK installs alone; the product imports no path hack ----------------------
+# What jobs.fleet may reach besides itself: the contracts and the URL/header grammar it shares
+# with the planner, and jobs.storage (pyarrow.fs only), which the contracts' footer check
+# (schemas.check_files, the planner's) imports inside the function.
+FLEET_SHARED = ("jobs", "jobs.core", "jobs.schemas", "jobs.core.hosts", "jobs.core.http_fields",
+                "jobs.storage")
+# Third-party imports (top-level names) of the fleet's install, `recrawl[fleet]`: the base
+# dependencies and the fleet extra (tests/test_packaging.py checks they are those of
+# pyproject.toml); botocore comes with boto3.
+FLEET_THIRD_PARTY = {"numpy", "pandas", "pyarrow", "boto3", "botocore", "resiliparse"}
+LAB_PACKAGES = ("lab",)
+
+
+def fleet_closure() -> set[str]:
+    """Every jobs module that importing the jobs.fleet modules imports, transitively."""
+    todo = [m for m in MODULES if under(m, ("jobs.fleet",))]
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in MODULES]
+        todo += [m for m in real_jobs_modules(MODULES[module]) if m in MODULES]
+    return seen
+
+
+def test_the_fleet_reaches_only_itself_the_contracts_and_the_grammar():
+    outside = sorted(m for m in fleet_closure() if not under(m, ("jobs.fleet",))
+                     and m not in FLEET_SHARED)
+    assert not outside, f"jobs.fleet imports {outside}: the fleet's install would need them"
+
+
+def test_the_fleet_imports_only_the_stdlib_and_its_extras_packages():
+    import sys
+
+    problems = {}
+    for module in fleet_closure():
+        third = {m.split(".")[0] for m in MODULES[module]} - set(sys.stdlib_module_names)
+        third -= {"jobs", "__future__"} | FLEET_THIRD_PARTY
+        if third:
+            problems[module] = sorted(third)
+    assert not problems, f"not installed by recrawl[fleet]: {problems}"
+
+
+def test_no_product_module_or_dag_edits_sys_path():
+    files = [p for p in JOBS.rglob("*.py") if not under(module_name(p), LAB_PACKAGES)]
+    files += sorted((JOBS.parent / "dags").glob("*.py"))
+    pattern = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\b|\[[^\]]*\]\s*=|\s*[+]?=)")
+    hacks = [f"{p.relative_to(JOBS.parent)}:{n}" for p in files
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not hacks, f"the package is installed (or shipped as the artefact): {hacks}"
+
+
+def test_product_modules_carry_no_history():
+    """Docstrings and comments say what and why; which issue or run led there is git's."""
+    files = [p for p in JOBS.rglob("*.py") if not under(module_name(p), LAB_PACKAGES)]
+    files += sorted((JOBS.parent / "dags").glob("*.py"))
+    pattern = re.compile(r"\bissue \d+|\bUntil 20\d\d-|docs/(backtest|benchmarks)\.md", re.I)
+    found = [f"{p.relative_to(JOBS.parent)}:{n}" for p in files
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found

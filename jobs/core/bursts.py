@@ -1,5 +1,5 @@
 r"""A burst in progress: a change far more recent than the page's rate explains, and the early
-visit that catches the burst's end (issue 14 §1; pure numpy).
+visit that catches the burst's end (pure numpy).
 
 **Model.** Live pages, catalogues and threads change in bursts: many changes an hour for a
 few hours, then nothing for days -- a Markov-modulated Poisson process (Fischer &

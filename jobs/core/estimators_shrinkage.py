@@ -26,7 +26,7 @@ empirical Bayes in the sense of Morris, JASA 78:47-55, 1983):
    :math:`N(\\log(\\alpha/\\beta), 1/\\alpha)` on ``log λ`` it stands for
    (``prior_family="lognormal"`` of :func:`jobs.core.estimators.estimate_rate`):
    the Gamma's right tail :math:`e^{-\\beta\\lambda}` pulled URLs whose every fetch
-   saw a change far below their group (issue 14 §3, docs/estimation.md "Fast pages").
+   saw a change far below their group (docs/estimation.md, "Fast pages").
 
 Groups with fewer than ``min_urls`` informative URLs fall back to the pooled
 rate of the group (all its statistics summed, which are still sufficient) with
@@ -271,9 +271,9 @@ def _em_normal_on_grid(lik, codes, k, grid, mu, tau2, tau2_min, tol, maxiter):
     with posterior means/variances :math:`m_i, v_i` (Dempster, Laird & Rubin 1977).
 
     A group is frozen once it converges, and it and its rows leave the working set: a
-    bucket's slowest group no longer costs every row an E-step, nor every group a prior on
+    bucket's slowest group does not cost every row an E-step, nor every group a prior on
     the grid (a group's sums run over the same rows in the same order: the fit moves by
-    rounding only: below 1e-12 relative on the 10M benchmark's template groups).
+    rounding only).
     """
     G = len(mu)
     mu, tau2 = np.array(mu, dtype=float), np.array(tau2, dtype=float)

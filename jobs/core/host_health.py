@@ -5,8 +5,8 @@ the Retry-After waits its 429/503 responses ask for.
 the allocator multiplies a host's politeness cap N by ``cap_factor`` = L / N × the share of the
 next window the host is not blocked for.
 
-Served-rate limit (issue 15, :func:`next_rate_limit`)
------------------------------------------------------
+Served-rate limit (:func:`next_rate_limit`)
+------------------------------------------
 A fraction of the nominal cap cannot follow a host that silently serves a daily quota Q far
 below it (0.05 × nominal may still exceed Q). The limit ``L`` is therefore in visits/day and
 learned from what the host *served*. Per host, with nominal politeness cap ``N`` (crawl delay
@@ -46,9 +46,9 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   that to ``s``, so the excess over ``S`` grows by 1 + g a day while probes succeed (the
   convex "max probing" of CUBIC, Ha, Rhee & Xu 2008 / RFC 9438; slow start's doubling is
   g = 1). Grown on what was served, not on the limit: a limit of S + 1.9 asks for S + 1 whole
-  visits, and growing the step 4-fold on that one visit (as the rule did before, also on a
-  clean day at the ceiling that tested nothing above it) cost a quota host believed one
-  visit below its quota 8 errors in issue 15's closed loop; now at most g. Why not one
+  visits, and growing the step 4-fold on that one visit (or on a clean day at the ceiling
+  that tested nothing above it) costs a quota host believed one visit below its quota many
+  errors; this way at most g. Why not one
   constant step α: a quota host's overshoot day costs about α errors and its day 1 ``N − Q``,
   so "errors −90 %" needs α ≲ 0.1 (N − Q), while "back to 80 % of N within a week" from
   0.2 N needs α ≳ 0.09 N — both only by luck. A quota that has not moved fails the first,
@@ -57,7 +57,7 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   log_{1+g}(10 (0.8 N / Q − 1)) probes. With g = 4 the host is asked for 0.8 N within 7 days
   of its recovery for N / Q up to 40 in every phase of the probe cycle
   (``tests/test_host_health.py``); a host whose cap is thousands of times its old quota takes
-  longer, but its limit stops binding the plan long before (docs/backtest.md, "Host health").
+  longer, but its limit stops binding the plan long before.
 * **A tested day grows the limit**: the host was asked for at least u × L
   (u = ``rate_min_utilisation``; RFC 7661's rule for a rate-limited sender: an unused window
   says little about the path), or, up to the ceiling, it answered every fetch of the day
@@ -66,8 +66,7 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   to its old rate. **Above the ceiling** (L > S) only a day that *served* more than ``S`` and
   at least u × L tests the probe: a day that asked for the ceiling
   alone says nothing of the quota above it, and growing on such days let the limit run
-  ahead of what was tried until the day the plan caught up paid the difference (issue 15's
-  closed loop: 11 grew to 15 on a quota-10 host asked 10, then 15 asked cost 5 errors). A
+  ahead of what was tried until the day the plan caught up paid the difference. A
   day with fewer than ``min(min_fetches, ⌊L⌋)`` fetches is not judged on its error share.
 * **Latency**: ``B`` is an exponentially weighted mean of ℓ over judged days (half-life
   ``latency_half_life_days``); a mean ℓ above ρ × B (``latency_rise``) and at least Δ_min ms
@@ -183,7 +182,7 @@ def health_frame(today: pd.DataFrame, prev: pd.DataFrame, params: "RateLimitPara
     return out[list(HEALTH_COLUMNS)]
 
 
-# -- served-rate limit (issue 15) -------------------------------------------------------------
+# -- served-rate limit ------------------------------------------------------------------------
 
 #: What :func:`next_rate_limit` carries per host from one day to the next.
 RATE_STATE_COLUMNS = ("rate_limit", "served_ceiling", "probe_step", "latency_baseline_ms")
@@ -318,7 +317,7 @@ def next_rate_limit(prev: pd.DataFrame, today: pd.DataFrame, nominal_cap,
     # After a bad day the first probe is also at most a share of what the host served: a
     # probe of 2 % of a large N is many times a small quota, and each failed one costs it.
     # At least one visit: 2 % of N = 44 is 0.88, and a limit of S + 0.88 asks for S whole
-    # visits, so the probe was never tested (issue 15, a host stuck at 13.88 over S = 13).
+    # visits, so the probe would never be tested.
     reset_step = np.maximum(1.0, np.minimum(first_probe, p.probe_ceiling_step * revealed))
     # A host that stated its rate (its 429s' spacing) is believed: no probe above it. One
     # would cost the whole day, as evenly spread visits closer than its spacing all fail.
@@ -355,8 +354,7 @@ def probe_due(rate_limit, served_ceiling, nominal_cap) -> np.ndarray:
     not ask for that: a limited host's overdue pages wait for their next grid point (6-11
     due a day under a limit of 12.1 with a ceiling of 11), and each visit's value
     (importance x P(changed)) need not beat a budget-bound day's cut (7-10 of 12 kept), so
-    in issue 15's closed loop 4 of 8 recovering hosts were still bound 8 days after their
-    recovery. The plan therefore catches up such a host's overdue pages, and the budget cut
+    a recovering host could stay bound for days after its recovery. The plan therefore catches up such a host's overdue pages, and the budget cut
     keeps its capped visits first (:func:`jobs.core.host_plan.plan_bucket`,
     :mod:`jobs.budget_cut`): at most ``floor(L)`` visits a day per such host, the price of
     learning its rate again (RFC 7661 likewise validates a window only by using it).
@@ -425,7 +423,7 @@ def asked_interval(hosts, status, retry_after, received_at_s, *, max_block_s: fl
     a wait ``w`` after the request that came ``g`` seconds after the host's previous one says
     the host wants requests ``g + w`` apart, so its rate is ``86400 / (g + w)`` visits/day
     whatever it served that day. Requests spread closer than that all answer 429, and the
-    served count then says nothing of the rate (issue 15: such hosts starved). A 503's wait
+    served count then says nothing of the rate (such hosts would starve). A 503's wait
     is a block, not a rate (a quota may reopen at midnight): :func:`blocked_until` only.
 
     Parameters

@@ -201,7 +201,7 @@ def rhythm_anchor(last_fetch_s, last_success_s, pages: pd.DataFrame) -> np.ndarr
     the window start). A failed visit did not see the page, so it should not push the next
     one a whole period away: a host's 503 storm would otherwise leave its pages due in a
     lump one period later and almost none due in between, and a host under a served-rate
-    limit would get a fraction of its limit on the days it recovers (issue 15). The host's
+    limit would get a fraction of its limit on the days it recovers. The host's
     cap still bounds how many of them go out in one day. ``pages`` without ``last_status``
     (older callers) keep the last fetch."""
     last_fetch = np.asarray(last_fetch_s, dtype=float)
@@ -291,8 +291,8 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     rates_fill = (g.count(priced) > 0) & (g.sum(rate, priced) >= room * (1 - 1e-9))
     # A probe-due host (its limit is a probe above what it served before) that the plan
     # wants more of than its limit gets every overdue page due now, not at its next grid
-    # point, so the day asks for the whole limit and tests it (issue 15: visits on the
-    # rhythm came to 6-11 under a limit of 12.1 with a ceiling of 11, for 8 days).
+    # point, so the day asks for the whole limit and tests it (visits on their rhythm alone
+    # come to fewer than the limit, and the probe would go untested for days).
     probe_due = plan_work.flag(pages, "probe_due", False)[g.first]
     catch_up = (probe_due & rates_fill)[g.codes]
     # A timed page's visits go just after its learnt change time; a signal is due now, or at

@@ -46,7 +46,7 @@ BINS_PER_OCTAVE = 16
 def host_capacity(crawl_delay_s, max_fetches_per_day, cap_factor) -> np.ndarray:
     """Daily visits a host gets: ``floor(min(86400/delay, max_fetches) x cap_factor)``.
 
-    The health factor (issue 3, in (0, 1]) only ever lowers the politeness cap, so a robots
+    The health factor (in (0, 1]) only ever lowers the politeness cap, so a robots
     crawl delay or an explicit ``max_fetches_per_day`` always wins. ``host_cap`` uses the
     same microsecond arithmetic as slot placement, so a full host always fits the day.
     """
@@ -272,7 +272,7 @@ def audit_keep(target: int, due: float) -> float:
     The cut keeps at most :math:`T_a` audits (the highest hash priorities of a uniform
     random subset), so when :math:`n` > :math:`T_a` are due, the others would claim host
     capacity only to be dropped: a host limited to 13 visits a day lost 12 of them to audits
-    of which the cut kept one or two (issue 15). Thinning by the same hash keeps
+    of which the cut kept one or two. Thinning by the same hash keeps
     :math:`\mathrm{Binomial}(n, q)` of them, with
 
     .. math:: q = \min\Big(1, \frac{T_a + 2\sqrt{T_a} + 1}{n}\Big),

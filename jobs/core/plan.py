@@ -286,7 +286,7 @@ def place_in_slots(due_s, crawl_delay_s: float, window_start: float, window_end:
 def place_host_visits(due_s, crawl_delay_s: float, window_start: float, window_end: float,
                       priority=None, *, not_before: float = float("nan"),
                       spread: bool = False) -> np.ndarray:
-    """:func:`place_in_slots` for one host under its health (issue 15).
+    """:func:`place_in_slots` for one host under its health.
 
     ``not_before`` (epoch seconds, NaN: none) is the host's Retry-After wait: no visit
     before it (the allocator gave the host only the share of the window after it, so the

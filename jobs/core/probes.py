@@ -1,5 +1,5 @@
-r"""A probe: the early visit that measures a page whose every fetch saw a change (issue 14 §3;
-pure numpy).
+r"""A probe: the early visit that measures a page whose every fetch saw a change (pure
+numpy).
 
 **Why.** Fetched at intervals :math:`t_i`, a page with every fetch changed has the censored
 likelihood :math:`\prod_i (1 - e^{-\lambda t_i})`, flat above about :math:`\ln n / t`: the

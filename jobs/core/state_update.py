@@ -17,7 +17,7 @@ priors of the day, see :func:`estimate_with_priors`).
 Every row also carries the day's per-URL evidence (``EVIDENCE_COLUMNS``) that Spark sums
 per host for the hosts table; those columns are not part of the state contract.
 
-Freshness audit (issue 5 §4): fetch-log rows with ``lane == 'audit'`` are measurement-only.
+Freshness audit: fetch-log rows with ``lane == 'audit'`` are measurement-only.
 Each one (status 200 with a content hash, for a URL with a stored hash) is scored fresh iff
 its hash equals the stored hash *as of its fetch time* (rows are taken in ``fetched_at``
 order, so a policy fetch earlier the same day has already replaced the stored hash); it

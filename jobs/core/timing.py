@@ -1,5 +1,5 @@
 r"""When in the day or week a page changes, and what visiting just after that is worth
-(issue 14 §1; pure numpy).
+(pure numpy).
 
 **Evidence.** Each dated change (the modification instant under a trusted Last-Modified, or
 the change instant a host with earned signal trust claims in a push signal, counted when the
@@ -48,9 +48,8 @@ and weekdays; a page that publishes at a fixed time is the extreme case.
 For a page that changes many times per fetch interval it lies just before the fetch, about
 :math:`\text{Exp}(\lambda)` earlier, so fetches at a steady time of day would make a fast
 Poisson page look timed: the resultant length of such instants is
-:math:`1/\sqrt{1 + (2\pi/\lambda P)^2}`, 0.79 at :math:`\lambda P = 8` and 0.95 at 20 (the
-backtest's front pages, λ 5-50/day, were read as timed and capped at one visit a day or
-week before this gate). So a page is timed on a circle only while
+:math:`1/\sqrt{1 + (2\pi/\lambda P)^2}`, 0.79 at :math:`\lambda P = 8` and 0.95 at 20: fast
+front pages would be read as timed and capped at one visit a day. So a page is timed on a circle only while
 :math:`\hat\lambda P \le` ``max_changes_per_period`` (default 8), where no fetch-locked
 page can reach ``min_concentration`` = 0.9; and once a page is timed, its Last-Modified
 instants date its phase but count as plain changed/unchanged bits for λ
@@ -65,8 +64,7 @@ and visited once a day, keeps finding a change, keeps a λ̂ of a few a day and 
 A daily publisher with :math:`p \approx 1` shows the same changed bits, so the bits cannot
 tell them apart; the planner's fast lane (front pages and feeds by URL pattern, or λ̂ and
 importance above its thresholds) can, and its pages are never timed
-(:func:`shrunk_rhythm`'s ``eligible``): in a 21-day backtest 3 of 80 front pages and feeds
-(true λ 13-40/day, λ̂ 3.6-5.0) were timed before this rule.
+(:func:`shrunk_rhythm`'s ``eligible``).
 
 **Tight evidence.** Fewer than ``min_dated_changes`` dated changes time a page on its own when
 there are at least ``tight_min_dated_changes`` (3) and their circular sd on the circle is at
@@ -105,10 +103,8 @@ instant ``phase + lag`` after its last fetch plus k − 1 periods (:func:`next_p
 its last visit. One visited more often keeps its grid, shifted through the nearest such
 instant (:func:`snap_to_phase`). Once that instant has passed, the next one from the window on
 (:func:`jobs.core.plan.due_visits`); the host's slots then put it at or after that instant.
-Until 2026-12-04 every timed page took the instant nearest one visit period after its last
-fetch, which is almost two periods away when that fetch was off the phase, as the fetches
-before a page is timed are: a weekly page fetched on a Friday that publishes on Tuesdays was
-next visited 11 days later, stale for the first 7.
+Not the instant nearest one period after the last fetch: that is almost two periods away when
+the fetch was off the phase, as the fetches before a page is timed are.
 
 **Rhythm checks.** Dated changes can be locked to something other than the page's changes.
 A trusted push signal claims the *last* change before the host's sitemap snapshot or feed
@@ -116,9 +112,8 @@ poll, so a page that changes 50 times a day claims one change a day, each minute
 the snapshot: as concentrated as a daily publisher's, and its λ̂ (every fetch changed, a
 flat likelihood resting on its prior, docs/estimation.md) passes the fetch-locking gate.
 Visited just after that "phase" it is changed at every visit, as a publisher with
-:math:`p \approx 1` is: its bits cannot tell them apart. In the 21 + 10-day backtest (run
-AA) 15-42 fast Poisson pages a seed were timed on the day so, modelled fresh 0.63-0.72 of
-the time and fresh 0.02-0.04, taking 5-16 visits a day against the oracle's 2-5. An interval
+:math:`p \approx 1` is: its bits cannot tell them apart, and it would be visited many times
+a day for almost no freshness. An interval
 that misses the phase can tell: a once-a-day publisher cannot change between a visit after
 its phase and its next phase window; a fast page almost surely does. So
 

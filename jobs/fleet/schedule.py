@@ -9,6 +9,7 @@ from the checks here and the manifest rules of :mod:`jobs.fleet.manifest`.
 
 - ``parse_shard_index`` / ``parse_staged_day`` / ``read_shard_index``: the staging index
   ``_shards.json`` (version :data:`SHARD_INDEX_VERSION`, with the day's shard count).
+- ``shard_of``: the shard of a host, ``crc32(utf8(host)) % n_shards``.
 - ``check_schedule_values``: the values a fetcher can act on (lanes, methods, numbers, hosts,
   crawl delays, expiry).
 - ``manifest_problem`` / ``shard_problem`` / ``schedule_frame``: a published day's
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import zlib
 from typing import Iterable, Mapping
 
 import pandas as pd
@@ -38,6 +40,7 @@ SCHEDULE_SCHEMA = SCHEDULE.arrow_schema()
 LANES = ("refresh", "fast", "discovery", "audit")  # audit: measurement-only full fetch
 METHODS = ("conditional", "full")
 SHARD_INDEX_NAME = "_shards.json"
+SHARD_COLUMN = "shard"  # the shard id column (the Spark job groups by it; not in the files)
 
 
 class ScheduleSchemaError(ValueError):
@@ -53,6 +56,28 @@ def filesystem_for(out_dir: str) -> tuple[pafs.FileSystem, str]:
     if "://" in out_dir:
         return pafs.FileSystem.from_uri(out_dir)
     return pafs.LocalFileSystem(), out_dir
+
+
+def shard_of(host: pd.Series | str, n_shards: int) -> pd.Series | int:
+    """Shard id of a host (or a Series of hosts): ``crc32(utf8(host)) % n_shards``.
+
+    The one shard rule of planner and fleet: every row of a host is in its shard's file, so a
+    fetcher owning a shard enforces that host's politeness alone. CRC-32, not Python's salted
+    ``hash()``: stable across processes and machines, and native in Spark SQL.
+    """
+    if isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1:
+        raise ValueError(f"n_shards must be a positive int, got {n_shards!r}")
+    if isinstance(host, str):
+        return zlib.crc32(host.encode("utf-8")) % n_shards
+    if not isinstance(host, pd.Series):
+        raise TypeError(f"host must be a str or pandas.Series, got {type(host).__name__}")
+    if host.isna().any():
+        raise ValueError("host series contains nulls")
+    # Hash each distinct host once; a shard holds many URLs per host.
+    codes, uniques = pd.factorize(host)
+    shard_of_unique = [zlib.crc32(str(h).encode("utf-8")) % n_shards for h in uniques]
+    return pd.Series(pd.Index(shard_of_unique, dtype="int64").take(codes), index=host.index,
+                     name=SHARD_COLUMN)
 
 
 def check_schedule_values(table: pa.Table) -> None:
