@@ -26,6 +26,7 @@ import pandas as pd  # noqa: E402
 from jobs import budget_cut, ingest, metrics, partitions, schemas, shards, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
+from jobs.errors import AbsurdScheduleError  # noqa: E402,F401  (its home: jobs.errors)
 from jobs.core import lanes, plan  # noqa: E402
 from jobs.params import budget_params  # noqa: E402
 from jobs.paths import planning_window, schedule_date, work_path  # noqa: E402
@@ -34,10 +35,6 @@ from jobs.runlog import read_stage_record, write_stage_record  # noqa: E402
 from jobs.spark_session import get_spark  # noqa: E402
 
 SHARD_RESULT_DDL = shards.SHARD_INFO_DDL + ", min_gap_ratio double"
-
-
-class AbsurdScheduleError(RuntimeError):
-    """The schedule breaks the budget, a crawl delay, or is empty while visits are due."""
 
 
 def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_end: float):

@@ -21,10 +21,7 @@ from typing import Any, Optional
 from urllib.parse import urlparse
 
 from jobs.paths import partition
-
-
-class ConfigError(ValueError):
-    """A configuration key or value is invalid."""
+from jobs.errors import ConfigError  # noqa: F401  (its home: jobs.errors)
 
 
 def _doc(text: str, **kw):

@@ -13,21 +13,24 @@ import sys
 if __package__ in (None, ""):
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__file__)))
 
-from jobs import ingest, schemas, storage  # noqa: E402
+from jobs import ingest, outage, schemas, storage  # noqa: E402
 from jobs.cli import stage_main  # noqa: E402
 from jobs.config import Config  # noqa: E402
 from jobs.runlog import write_stage_record  # noqa: E402
 
 
 def logs_present(cfg: Config, run_date: str) -> bool:
-    """True once the day's fetch-log partition holds at least one data file."""
-    return bool(storage.list_parquet_files(cfg.paths.table("fetch_logs", run_date)))
+    """True once the day's fetch-log partition holds at least one data file, or the day is
+    a declared outage (:mod:`jobs.outage`)."""
+    return (bool(storage.list_parquet_files(cfg.paths.table("fetch_logs", run_date)))
+            or outage.declared(cfg, run_date))
 
 
 def run(cfg: Config, run_date: str) -> dict:
     p = cfg.paths
+    no_fetches = outage.check(cfg, run_date)
     checks = [
-        (schemas.FETCH_LOG, p.table("fetch_logs", run_date), True),
+        (schemas.FETCH_LOG, p.table("fetch_logs", run_date), not no_fetches),
         (schemas.IMPORTANCE, p.table("importance"), False),
         (schemas.HOST_POLICY, p.table("host_policy"), False),
         (schemas.SIGNALS, p.table("signals", run_date), False),
@@ -36,6 +39,8 @@ def run(cfg: Config, run_date: str) -> dict:
     record = {}
     for contract, uri, required in checks:
         record[f"{contract.name}_files"] = len(ingest.checked_files(contract, uri, required))
+    if no_fetches:
+        record["no_fetches"] = True
     write_stage_record(cfg, run_date, "validate_logs", record)
     return record
 
