@@ -106,10 +106,13 @@ def check_schedule(infos: list[dict], budget: int, due_total: int) -> None:
 def run(cfg: Config, run_date: str, spark=None) -> dict:
     from pyspark.sql import functions as F
 
+    # Every input refusal before a Spark session starts (and before any delete).
+    cand_path = work_path(cfg, run_date, "candidates")
+    files = partitions.committed_files(cand_path, "candidates")
+    partitions.committed_files(cfg.paths.table("hosts", run_date), "hosts")
+    read_stage_record(cfg, run_date, "allocate")
     spark = spark or get_spark(cfg, "build_schedule")
     window_start, window_end = planning_window(run_date)
-    cand_path = work_path(cfg, run_date, "candidates")
-    files = partitions.committed_files(cand_path, "candidates")  # refuses before any delete
     cut = partitions.read_marker(cand_path)["extra"]["cut"]
     candidates = spark.read.parquet(*files)
     selected = budget_cut.apply(candidates, cut)

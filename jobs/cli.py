@@ -6,8 +6,9 @@ import argparse
 import json
 import os
 import sys
+import time
 import traceback
-from datetime import date as _date
+from datetime import date as _date, datetime, timezone
 from typing import Callable, Optional
 
 from jobs import errors, progress
@@ -83,6 +84,17 @@ def _stage_name(run: Callable) -> str:
     return run.__name__.removeprefix("run_")
 
 
+def _record_attempt(cfg, run_date: str, stage: str, started, seconds: float,
+                    outcome: str) -> None:
+    from jobs.runlog import record_attempt
+
+    try:
+        record_attempt(cfg, run_date, stage, started.isoformat(timespec="seconds"), seconds,
+                       outcome)
+    except OSError as err:  # the attempt log is for people; it never fails a stage
+        print(f"warning: attempt of {stage} not recorded: {err}", file=sys.stderr)
+
+
 def stage_main(run: Callable[..., dict], doc: str, argv=None,
                flags: Optional[dict[str, str]] = None,
                options: Optional[dict[str, str]] = None) -> int:
@@ -104,8 +116,22 @@ def stage_main(run: Callable[..., dict], doc: str, argv=None,
                   for f in {**(flags or {}), **(options or {})}}
         cfg = config_from_args(args)
         progress.log_to_stderr()
-        with progress.reporting(_stage_name(run), cfg.spark.progress_interval_s):
-            record = run(cfg, args.date, **kwargs)
+        stage = _stage_name(run)
+        started, clock = datetime.now(timezone.utc), time.monotonic()
+        outcome = "failed"
+        try:
+            with progress.reporting(stage, cfg.spark.progress_interval_s):
+                record = run(cfg, args.date, **kwargs)
+            outcome = "ok"
+        except Exception as err:
+            # A refusal wrote nothing (not even an attempt); a failure is kept for status.
+            outcome = None if errors.exit_code(err) == errors.EXIT_REFUSED else \
+                f"failed: {type(err).__name__}"
+            raise
+        finally:
+            if outcome is not None:
+                _record_attempt(cfg, args.date, stage, started, time.monotonic() - clock,
+                                outcome)
         print(json.dumps(record, indent=2, sort_keys=True, default=str))
         return 0
 

@@ -75,6 +75,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "one URL: state, planned rate and its reason, slots, last fetches (no Spark)"),
     "report": ("jobs.report", "main",
                "the day's HTML report (freshness, budget, caps, quarantine; no Spark)"),
+    "status": ("jobs.status", "main",
+               "per date: partitions committed / uncommitted / missing, runs, published "
+               "(no Spark)"),
+    "stats": ("jobs.stats", "main",
+              "counts of a run date, or one host with --host (readdb -stats; no Spark)"),
+    "dump": ("jobs.dump", "main",
+             "export state, plan or schedule of a date as CSV/Parquet, --host, --where "
+             "(no Spark)"),
 }
 
 

@@ -64,12 +64,16 @@ def check(cfg: Config, day: str) -> bool:
     return True
 
 
-def declare(cfg: Config, day: str, reason: str = "") -> dict:
-    """Write ``day``'s outage marker (idempotent); refused when the day has fetch logs."""
+def _check_no_logs(cfg: Config, day: str) -> None:
     files = storage.list_parquet_files(cfg.paths.table("fetch_logs", day))
     if files:
         raise OutageRefused(f"--no-fetches on {day}, but fetch_logs/dt={day} has "
                             f"{len(files)} file(s): the fleet did fetch that day")
+
+
+def declare(cfg: Config, day: str, reason: str = "") -> dict:
+    """Write ``day``'s outage marker (idempotent); refused when the day has fetch logs."""
+    _check_no_logs(cfg, day)
     body = storage.read_json(marker_path(cfg, day)) or {"date": day, "no_fetches": True,
                                                          "reason": reason}
     storage.write_json(marker_path(cfg, day), body)
@@ -93,6 +97,7 @@ def carry_forward(cfg: Config, run_date: str, reason: str = "") -> dict:
     MissingPartitionError
         D-1's state or hosts (or its update_state record) is missing or uncommitted.
     """
+    _check_no_logs(cfg, run_date)
     prev_day = previous_day(run_date)
     sources = {t: partitions.committed_files(cfg.paths.table(t, prev_day), t) for t in CARRIED}
     prev = read_stage_record(cfg, prev_day, "update_state")

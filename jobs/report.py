@@ -26,7 +26,7 @@ from jobs.cli import Parser, add_date_arg, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import daily_report as dr
 from jobs.fleet.schedule import filesystem_for
-from jobs.partitions import MissingPartitionError
+from jobs.errors import MissingPartitionError, UsageError
 from jobs.paths import check_date, shift_day
 from jobs.report_html import render
 from jobs.runlog import read_stage_record
@@ -102,7 +102,7 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
     """
     check_date(run_date)
     if days < 1 or top < 1:
-        raise ValueError("--days and --top must be >= 1")
+        raise UsageError("--days and --top must be >= 1")
     dates, metrics = metrics_window(cfg, run_date, days)
     allocate = read_stage_record(cfg, run_date, "allocate")
     sums, lam_counts = plan_figures(cfg, run_date)
