@@ -75,6 +75,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "one URL: state, planned rate and its reason, slots, last fetches (no Spark)"),
     "report": ("jobs.report", "main",
                "the day's HTML report (freshness, budget, caps, quarantine; no Spark)"),
+    "config": ("jobs.config", "main",
+               "print the config as JSON (--published D: the config a published day used, "
+               "as TOML; --markdown: docs/config.md)"),
     "status": ("jobs.status", "main",
                "per date: partitions committed / uncommitted / missing, runs, published "
                "(no Spark)"),

@@ -270,3 +270,114 @@ def test_dump_host_and_where_as_csv_and_parquet(root, tmp_path):
                    "reason = 'multiplier'")
     assert out.returncode == 0, out.stderr
     assert len(pd.read_csv(io.StringIO(out.stdout))) == (plan.reason == "multiplier").sum()
+
+
+# --- docs/operations.md: the runbooks, run as written ------------------------------------------
+
+KEY = "arn:aws:kms:us-east-1:123456789012:key/99999999-8888-7777-6666-555555555555"
+
+
+def _runbook_block(name: str) -> str:
+    import re
+
+    from tests.conftest import REPO
+
+    with open(os.path.join(REPO, "docs", "operations.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    found = re.search(rf"<!-- runbook-test: {name} -->\n```bash\n(.*?)```", text, re.S)
+    assert found, f"docs/operations.md has no runbook-test block {name!r}"
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def runbook(root, tmp_path_factory):
+    """Runs a runbook block with bash -eu, a `recrawl` on the PATH (this checkout) and the
+    fixture's config as $CONFIG."""
+    from jobs.config import toml_text
+
+    work = tmp_path_factory.mktemp("runbook")
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "recrawl"
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m jobs.console \"$@\"\n")
+    shim.chmod(0o755)
+    config = work / "recrawl.toml"
+    config.write_text(toml_text(root["cfg"]))
+
+    def run(name, **env):
+        block = _runbook_block(name)
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", block], capture_output=True,
+                             text=True, timeout=1800, cwd=str(work),
+                             env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                                  "CONFIG": str(config), "ROOT": root["root"], **env})
+        assert out.returncode == 0, (name, out.stdout[-2000:], out.stderr[-4000:])
+        return out
+
+    return run
+
+
+def _manifest(cfg, day):
+    from jobs.objstore import open_store
+    from jobs.paths import schedule_manifest_key
+
+    store, location = open_store(cfg.publish.target, endpoint_url=cfg.publish.endpoint_url)
+    return json.loads(store.get_bytes(schedule_manifest_key(location.prefix,
+                                                            schedule_date(day))))
+
+
+def _files(manifest):
+    return [(f["key"], f["sha256"]) for f in manifest["files"]]
+
+
+def test_runbook_kms_rotation_encrypts_every_new_object_with_the_new_key(root, runbook):
+    from jobs.objstore import make_s3_client
+
+    cfg = root["cfg"]
+    runbook("kms", D=D4, NEW_KEY=KEY)
+    manifest = _manifest(cfg, D4)
+    client = make_s3_client(cfg.publish.endpoint_url)
+    keys = [f["key"] for f in manifest["files"]] + [
+        f"daily/schedules/dt={schedule_date(D4)}/_manifest.json"]
+    for key in keys:
+        head = client.head_object(Bucket="sched", Key=key)
+        assert (head.get("ServerSideEncryption"), head.get("SSEKMSKeyId")) == ("aws:kms", KEY)
+    root["published_d4"] = _files(manifest)
+
+
+def test_runbook_failed_day_reruns_to_the_same_schedule(root, runbook):
+    out = runbook("failed", D=D4)
+    assert "recrawl status" in out.stdout
+    assert _files(_manifest(root["cfg"], D4)) == root["published_d4"]
+
+
+def test_runbook_rollback_restores_the_previous_publish(root, runbook):
+    cfg = root["cfg"]
+    bad = [*root["sets"], "--set", "budget.daily_fetches=100"]
+    for stage in ("allocate", "build-schedule", "publish"):
+        out = _recrawl(bad, stage, "--date", D4)
+        assert out.returncode == 0, out.stderr
+    assert _manifest(cfg, D4)["extra"]["config"]["budget"]["daily_fetches"] == 100
+    assert _files(_manifest(cfg, D4)) != root["published_d4"]
+    runbook("rollback", D=D4, GOOD=D2)
+    restored = _manifest(cfg, D4)
+    assert _files(restored) == root["published_d4"]  # byte for byte: same keys and sha256
+    assert restored["extra"]["config"] == _manifest(cfg, D2)["extra"]["config"]
+
+
+def test_runbook_outage_then_clear(root, runbook):
+    cfg = root["cfg"]
+    runbook("outage", D=D5)
+    pd.testing.assert_frame_equal(
+        _frame(cfg, "state", D4).sort_values("url").reset_index(drop=True),
+        _frame(cfg, "state", D5).sort_values("url").reset_index(drop=True), check_exact=True)
+    assert _manifest(cfg, D5)["totals"]["rows"] > 0
+    out = _recrawl(root["sets"], "status", "--from", D5, "--to", D5, "--json")
+    assert out.returncode == 0, out.stderr
+    day = json.loads(out.stdout)["days"][0]
+    assert day["tables"]["fetch_logs"]["status"] == "outage"
+    assert day["published"]["status"] == "yes"
+    runbook("clear", D=D5)
+    for t in ("state", "hosts", "plan", "metrics", "_runs", "_work"):
+        assert not os.path.exists(os.path.join(root["root"], t, f"dt={D5}")), t
+    assert os.path.exists(os.path.join(root["root"], "fetch_logs", f"dt={D5}",
+                                       "_NO_FETCHES.json"))
