@@ -27,6 +27,9 @@ SUBCOMMANDS = {
     "partitions": ["paths"],
     "explain": ["url", "--date", "--json", "--days", "--schedule", "--config", "--set"],
     "report": ["--date", "--days", "--top", "--out", "--config", "--set"],
+    "status": ["--from", "--to", "--json", "--no-published", "--config", "--debug"],
+    "stats": ["--date", "--host", "--top", "--json", "--config"],
+    "dump": ["--date", "--table", "--host", "--where", "--format", "--out", "--config"],
 }
 
 

@@ -351,11 +351,13 @@ def test_runbook_failed_day_reruns_to_the_same_schedule(root, runbook):
 
 
 def test_runbook_rollback_restores_the_previous_publish(root, runbook):
+    import dataclasses
+
     cfg = root["cfg"]
-    bad = [*root["sets"], "--set", "budget.daily_fetches=100"]
-    for stage in ("allocate", "build-schedule", "publish"):
-        out = _recrawl(bad, stage, "--date", D4)
-        assert out.returncode == 0, out.stderr
+    bad = dataclasses.replace(cfg, budget=dataclasses.replace(cfg.budget, daily_fetches=100))
+    allocate.run(bad, D4, root["spark"])  # a bad publish (in-process: one JVM start less)
+    build_schedule.run(bad, D4, root["spark"])
+    dag_tasks.run_publish(bad, D4)
     assert _manifest(cfg, D4)["extra"]["config"]["budget"]["daily_fetches"] == 100
     assert _files(_manifest(cfg, D4)) != root["published_d4"]
     runbook("rollback", D=D4, GOOD=D2)
