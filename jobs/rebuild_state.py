@@ -28,6 +28,11 @@ Writes (a rerun replaces them):
 * ``metrics/dt=D`` of every day: the rebuilt state figures, and the plan columns of the row
   already committed for D, if any (``written_by = rebuild_state``; :mod:`jobs.metrics`).
 
+Outage days (``fetch_logs/dt=D/_NO_FETCHES.json``, :mod:`jobs.outage`; ``--no-fetches-on``
+declares them first) are not folded: the state and hosts are carried over them as the daily
+run carries them, and their run record says ``no_fetches``. Any other day without logs is
+refused before Spark starts, as is a range starting on an outage day.
+
 Memory: one bucket holds every day's logs of its hosts (a host is never split): about
 ``spark.rebuild_rows_per_bucket`` log rows, and there is at least one bucket per core. Each
 bucket folds each day once (one ``fold_day`` call for all its URLs), so fewer, larger

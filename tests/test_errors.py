@@ -85,6 +85,15 @@ def test_every_refusal_has_a_documented_exit_code_and_old_import_paths_still_wor
     assert errors.exit_code(TimestampOutOfRange("c", 1, 1e30)) == errors.EXIT_REFUSED
 
 
+def test_every_foreign_refusal_names_a_real_exception_class():
+    import importlib
+
+    for name in errors.FOREIGN:
+        module, _, cls = name.rpartition(".")
+        found = getattr(importlib.import_module(module), cls)
+        assert isinstance(found, type) and issubclass(found, Exception), name
+
+
 def test_a_multi_line_message_becomes_one_line():
     line = errors.one_line(errors.VerificationError(["a is wrong", "b is wrong"]))
     assert line == "VerificationError: 2 problem(s): a is wrong; b is wrong"
