@@ -6,8 +6,8 @@ the fleet's fetch logs), the published day from its manifest at ``publish.target
 Exits 6 (:class:`jobs.errors.NotReady`) when the next run (the one after ``--to``) cannot
 start: ``state/dt=--to`` or ``hosts/dt=--to`` is not committed.
 
-Run: ``recrawl status [--from D0] [--to D] [--json]`` (default: the 7 days to --to, which
-defaults to the last date with a state partition).
+Run: ``recrawl status [--from D0] [--to D] [--json]`` (default: the 7 days to --to, from the
+first state partition at the earliest; --to defaults to the last date with a state partition).
 """
 from __future__ import annotations
 
@@ -119,27 +119,29 @@ def day_status(cfg: Config, day: str, published: bool = True) -> dict:
     return doc
 
 
-def last_state_date(cfg: Config) -> Optional[str]:
-    """The latest ``dt=`` of ``state/`` (committed or not), None when there is none."""
+def state_dates(cfg: Config) -> list[str]:
+    """The ``dt=`` dates of ``state/`` (committed or not), oldest first."""
     import pyarrow.fs as pafs
 
     from jobs.fleet.schedule import filesystem_for
 
     fs, path = filesystem_for(cfg.paths.table("state"))
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return None
-    days = sorted(i.base_name[3:] for i in fs.get_file_info(pafs.FileSelector(path))
+        return []
+    return sorted(i.base_name[3:] for i in fs.get_file_info(pafs.FileSelector(path))
                   if i.type == pafs.FileType.Directory and i.base_name.startswith("dt="))
-    return days[-1] if days else None
 
 
 def status(cfg: Config, first: Optional[str] = None, last: Optional[str] = None,
            published: bool = True) -> dict:
     """Every date of [first, last]: :func:`day_status`; and what the next run needs."""
-    last = last or last_state_date(cfg)
+    known = state_dates(cfg) if not (first and last) else []
     if last is None:
-        raise UsageError(f"no state/ under {cfg.paths.root}: give --to")
-    first = first or shift_day(last, -6)
+        if not known:
+            raise UsageError(f"no state/ under {cfg.paths.root}: give --to")
+        last = known[-1]
+    if first is None:  # the week to --to, from the first state at the earliest
+        first = max([shift_day(last, -6)] + [d for d in known[:1] if d <= last])
     if last < first:
         raise UsageError(f"--to {last} is before --from {first}")
     days = [day_status(cfg, d, published) for d in date_range(first, last)]
@@ -168,10 +170,11 @@ def render(doc: dict) -> str:
                       p.get("error") or p.get("where", ""))
             out.append(f"  {'published':<24} {p['status']:<12} {detail}")
         for r in day["runs"]:
-            secs = "-" if r["seconds"] is None else f"{r['seconds']:.1f} s"
-            out.append(f"  run {r['stage']:<20} {'record' if r['record'] else 'no record':<12} "
-                       f"attempts {r['attempts']}, last {r['started_at'] or '-'} {secs} "
-                       f"{r['outcome'] or ''}".rstrip())
+            line = f"  run {r['stage']:<20} {'record' if r['record'] else 'no record':<12}"
+            if r["attempts"]:
+                line += (f" attempt {r['attempts']}: {r['started_at']}, {r['seconds']:.1f} s, "
+                         f"{r['outcome']}")
+            out.append(line.rstrip())
     nxt = doc["next_run"]
     out += ["", f"next run {nxt['date']}: " + ("ready" if nxt["ready"] else
                                                "NOT READY: " + "; ".join(nxt["missing"]))]
