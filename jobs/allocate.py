@@ -158,11 +158,17 @@ def plan_table_frame(rows):
 FIGURE_SUMS = tuple(c for c in host_plan.HOST_FIGURES if c != "cap")
 
 
+#: The committed partitions of D allocate reads (the state and the update side's hosts).
+REQUIRED = ("state", "hosts")
+
+
 def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = None) -> dict:
     """Allocate for ``run_date``; ``lambda_table``: the backtest oracle's true rates (see
     :func:`with_oracle`), never set by the DAG."""
     from pyspark.sql import functions as F
 
+    for table in REQUIRED:  # every input refusal before a Spark session starts
+        partitions.committed_files(cfg.paths.table(table, run_date), table)
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
     pages, quarantined, page_rows = load_pages(spark, cfg, run_date, lambda_table)

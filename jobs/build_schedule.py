@@ -23,6 +23,7 @@ import pandas as pd
 from jobs import budget_cut, ingest, metrics, partitions, schemas, shards, storage
 from jobs.cli import stage_main
 from jobs.config import Config
+from jobs.errors import AbsurdScheduleError  # noqa: F401  (its home: jobs.errors)
 from jobs.core import lanes, plan
 from jobs.params import budget_params
 from jobs.paths import planning_window, schedule_date, work_path
@@ -31,10 +32,6 @@ from jobs.runlog import read_stage_record, write_stage_record
 from jobs.spark_session import get_spark
 
 SHARD_RESULT_DDL = shards.SHARD_INFO_DDL + ", min_gap_ratio double"
-
-
-class AbsurdScheduleError(RuntimeError):
-    """The schedule breaks the budget, a crawl delay, or is empty while visits are due."""
 
 
 def _place_and_write(out_dir: str, n_shards: int, window_start: float, window_end: float):
@@ -106,10 +103,13 @@ def check_schedule(infos: list[dict], budget: int, due_total: int) -> None:
 def run(cfg: Config, run_date: str, spark=None) -> dict:
     from pyspark.sql import functions as F
 
+    # Every input refusal before a Spark session starts (and before any delete).
+    cand_path = work_path(cfg, run_date, "candidates")
+    files = partitions.committed_files(cand_path, "candidates")
+    partitions.committed_files(cfg.paths.table("hosts", run_date), "hosts")
+    read_stage_record(cfg, run_date, "allocate")
     spark = spark or get_spark(cfg, "build_schedule")
     window_start, window_end = planning_window(run_date)
-    cand_path = work_path(cfg, run_date, "candidates")
-    files = partitions.committed_files(cand_path, "candidates")  # refuses before any delete
     cut = partitions.read_marker(cand_path)["extra"]["cut"]
     candidates = spark.read.parquet(*files)
     selected = budget_cut.apply(candidates, cut)

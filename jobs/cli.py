@@ -1,15 +1,80 @@
-"""The command line every daily stage shares: ``--date D`` plus config overrides."""
+"""The command line every command shares: its parser, ``--date D``, config overrides, and the
+one place a named refusal (:mod:`jobs.errors`) becomes one line on stderr and an exit code."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
+import traceback
+from datetime import date as _date, datetime, timezone
 from typing import Callable, Optional
 
-from jobs import progress
-from jobs.config import Config, add_config_args, config_from_args
+from jobs import errors, progress
+from jobs.config import add_config_args, config_from_args
 
-EXIT_REFUSED = 2  # a named refusal (missing/uncommitted input, broken contract), not a crash
+EXIT_REFUSED = errors.EXIT_REFUSED  # kept for callers that import it from here
+DEBUG_FLAG = "--debug"
+DEBUG_ENV = "RECRAWL_DEBUG"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (``prog: error: ...``, exit 2) and
+    ``--debug`` documented (it is taken out of the arguments by :func:`guarded`)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.add_argument(DEBUG_FLAG, action="store_true",
+                          help="print the traceback of a refusal too (or set RECRAWL_DEBUG=1)")
+
+    def error(self, message: str):
+        self.exit(errors.EXIT_REFUSED, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def iso_date(text: str) -> str:
+    """An argparse ``type``: a real calendar date written YYYY-MM-DD."""
+    try:
+        if len(text) == 10 and _date.fromisoformat(text):
+            return text
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not a date of the calendar written "
+                                     f"YYYY-MM-DD")
+
+
+def date_list(text: str) -> list[str]:
+    """An argparse ``type``: comma-separated YYYY-MM-DD dates."""
+    return [iso_date(part.strip()) for part in text.split(",") if part.strip()]
+
+
+def add_date_arg(parser: argparse.ArgumentParser, flag: str = "--date",
+                 help_text: str = "logical run date D (YYYY-MM-DD)", **kwargs) -> None:
+    parser.add_argument(flag, type=iso_date, metavar="YYYY-MM-DD", help=help_text,
+                        **{"required": True, **kwargs})
+
+
+def guarded(main: Callable[[list], Optional[int]], argv: Optional[list] = None,
+            prog: Optional[str] = None) -> int:
+    """Run ``main(argv)``; a named refusal prints one line and returns its exit code.
+
+    The only place an exception becomes an exit status (the codes: :mod:`jobs.errors`).
+    Anything that is not a named refusal propagates (exit 1 with its traceback).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_FLAG in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    prog = prog or os.path.basename(sys.argv[0] or "recrawl")
+    try:
+        return int(main(argv) or 0)
+    except Exception as err:  # noqa: BLE001 -- only named refusals are mapped
+        code = errors.exit_code(err)
+        if code is None:
+            raise
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: error: {errors.one_line(err)}", file=sys.stderr)
+        return code
 
 
 def _stage_name(run: Callable) -> str:
@@ -19,33 +84,56 @@ def _stage_name(run: Callable) -> str:
     return run.__name__.removeprefix("run_")
 
 
+def _record_attempt(cfg, run_date: str, stage: str, started, seconds: float,
+                    outcome: str) -> None:
+    from jobs.runlog import record_attempt
+
+    try:
+        record_attempt(cfg, run_date, stage, started.isoformat(timespec="seconds"), seconds,
+                       outcome)
+    except OSError as err:  # the attempt log is for people; it never fails a stage
+        print(f"warning: attempt of {stage} not recorded: {err}", file=sys.stderr)
+
+
 def stage_main(run: Callable[..., dict], doc: str, argv=None,
                flags: Optional[dict[str, str]] = None,
                options: Optional[dict[str, str]] = None) -> int:
     """Parse ``--date``/``--config``/``--set`` (and the stage's boolean ``flags`` and string
     ``options``, passed to ``run`` as keywords), run the stage with its progress logged
-    (:mod:`jobs.progress`), print its run record. A named refusal prints one line and exits 2."""
-    from jobs import partitions, schemas
-
+    (:mod:`jobs.progress`), print its run record. A named refusal prints one line."""
     summary, _, details = doc.strip().partition("\n")
-    parser = argparse.ArgumentParser(description=summary, epilog=details.strip() or None,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--date", required=True, help="logical date D (YYYY-MM-DD)")
+    parser = Parser(description=summary, epilog=details.strip() or None)
+    add_date_arg(parser)
     for flag, help_text in (flags or {}).items():
         parser.add_argument(flag, action="store_true", help=help_text)
     for option, help_text in (options or {}).items():
         parser.add_argument(option, default=None, metavar="PATH", help=help_text)
     add_config_args(parser)
-    args = parser.parse_args(argv)
-    kwargs = {f.lstrip("-").replace("-", "_"): getattr(args, f.lstrip("-").replace("-", "_"))
-              for f in {**(flags or {}), **(options or {})}}
-    cfg = config_from_args(args)
-    progress.log_to_stderr()
-    try:
-        with progress.reporting(_stage_name(run), cfg.spark.progress_interval_s):
-            record = run(cfg, args.date, **kwargs)
-    except (partitions.MissingPartitionError, schemas.SchemaError) as err:
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
-        return EXIT_REFUSED
-    print(json.dumps(record, indent=2, sort_keys=True, default=str))
-    return 0
+
+    def main(args_list):
+        args = parser.parse_args(args_list)
+        kwargs = {f.lstrip("-").replace("-", "_"): getattr(args, f.lstrip("-").replace("-", "_"))
+                  for f in {**(flags or {}), **(options or {})}}
+        cfg = config_from_args(args)
+        progress.log_to_stderr()
+        stage = _stage_name(run)
+        started, clock = datetime.now(timezone.utc), time.monotonic()
+        outcome = "failed"
+        try:
+            with progress.reporting(stage, cfg.spark.progress_interval_s):
+                record = run(cfg, args.date, **kwargs)
+            outcome = "ok"
+        except Exception as err:
+            # A refusal wrote nothing (not even an attempt); a failure is kept for status.
+            outcome = None if errors.exit_code(err) == errors.EXIT_REFUSED else \
+                f"failed: {type(err).__name__}"
+            raise
+        finally:
+            if outcome is not None:
+                _record_attempt(cfg, args.date, stage, started, time.monotonic() - clock,
+                                outcome)
+        print(json.dumps(record, indent=2, sort_keys=True, default=str))
+        return 0
+
+    return guarded(main, argv, parser.prog)
+

@@ -21,10 +21,7 @@ from typing import Any, Optional
 from urllib.parse import urlparse
 
 from jobs.paths import partition
-
-
-class ConfigError(ValueError):
-    """A configuration key or value is invalid."""
+from jobs.errors import ConfigError  # noqa: F401  (its home: jobs.errors)
 
 
 def _doc(text: str, **kw):
@@ -693,6 +690,12 @@ def load_config(path: Optional[str] = None, overrides: Optional[list[str]] = Non
             values["spark"][table][name[len(table) + 1:]] = value
             continue
         values.setdefault(section, {})[name] = value
+    return config_from_dict(values)
+
+
+def config_from_dict(values: dict[str, dict[str, Any]]) -> Config:
+    """The config of ``{section: {key: value}}`` on top of the defaults (e.g. the config a
+    published manifest recorded, ``Config.to_dict()``), every value checked."""
     sections = {}
     for section, given in values.items():
         cls = type_of_section(section)
@@ -733,6 +736,22 @@ def toml_text(cfg: Config) -> str:
     return "\n".join(lines)
 
 
+def published_config(cfg: Config, run_date: str) -> Config:
+    """The config recorded in the manifest of the day the run for ``run_date`` published."""
+    from jobs.errors import MissingPartitionError
+    from jobs.objstore import open_store
+    from jobs.paths import schedule_date, schedule_manifest_key
+
+    store, location = open_store(cfg.publish.target, endpoint_url=cfg.publish.endpoint_url or None)
+    key = schedule_manifest_key(location.prefix, schedule_date(run_date))
+    if store.head(key) is None:
+        raise MissingPartitionError("schedules", location.uri(key), "no published manifest")
+    recorded = json.loads(store.get_bytes(key)).get("extra", {}).get("config")
+    if not isinstance(recorded, dict):
+        raise ConfigError(f"{location.uri(key)} records no config (extra.config)")
+    return config_from_dict(recorded)
+
+
 def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML file of overrides")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -764,13 +783,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     add_config_args(parser)
     parser.add_argument("--markdown", action="store_true", help="print docs/config.md")
+    parser.add_argument("--published", metavar="D", default=None,
+                        help="print, as TOML, the config the published run of date D used "
+                             "(extra.config of schedules/dt=D+1/_manifest.json at "
+                             "publish.target): a rollback's config (docs/operations.md)")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown())
+    elif args.published:
+        print(toml_text(published_config(config_from_args(args), args.published)))
     else:
         print(json.dumps(config_from_args(args).to_dict(), indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.cli import guarded
+
+    sys.exit(guarded(main, prog="python -m jobs.config"))

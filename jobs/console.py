@@ -4,22 +4,23 @@ Every daily stage takes the logical run date D (``--date D``) and the config (``
 file.toml``, ``--set section.key=value``, repeatable) exactly as the DAG's tasks do; the run for D
 reads logs through dt=D and publishes schedules/dt=D+1. ``recrawl COMMAND --help`` documents each.
 
-Exit status: 0 done; 2 a named refusal (missing or uncommitted input partition, broken input
-contract); 3 publish lost to a concurrent publish of the same day; 1 verification failed
-(or another error).
+Exit status (jobs/errors.py, the README's table): 0 done; 2 a named refusal (bad date,
+config key or value, missing or uncommitted input, broken input contract), printed as one
+line; 3 lost to a concurrent writer or publish; 4 verification failed; 5 publish or alert
+stopped part way; 6 `status` found something the next run needs missing; 1 anything else
+(a bug: traceback). --debug (anywhere) prints the traceback of a refusal too.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import inspect
 import json
 import sys
 from typing import Callable, Optional
 
-from jobs.cli import stage_main
-
-EXIT_VERIFY_FAILED = 1
+from jobs.cli import DEBUG_ENV, DEBUG_FLAG, guarded, stage_main
 
 
 def _publish_main(argv=None) -> int:
@@ -31,13 +32,8 @@ def _publish_main(argv=None) -> int:
     if a concurrent publish of the same day won (nothing of ours is live).
     """
     from jobs import dag_tasks
-    from jobs.publish import EXIT_LOST, PublishConflict
 
-    try:
-        return stage_main(dag_tasks.run_publish, inspect.getdoc(_publish_main), argv)
-    except PublishConflict as exc:
-        print(f"error: publish LOST to a concurrent publish: {exc}", file=sys.stderr)
-        return EXIT_LOST
+    return stage_main(dag_tasks.run_publish, inspect.getdoc(_publish_main), argv)
 
 
 def _verify_main(argv=None) -> int:
@@ -45,16 +41,11 @@ def _verify_main(argv=None) -> int:
 
     Reads the manifest and every file back, checks counts, checksums, header values and per-host
     politeness (also across midnight from the previous published day) -- the same call as the
-    DAG's verify task. Exit 1 with the list of problems if verification fails.
+    DAG's verify task. Exit 4 with the list of problems if verification fails.
     """
     from jobs import dag_tasks
-    from jobs.verify import VerificationError
 
-    try:
-        return stage_main(dag_tasks.run_verify, inspect.getdoc(_verify_main), argv)
-    except VerificationError as exc:
-        print(f"verification FAILED: {exc}", file=sys.stderr)
-        return EXIT_VERIFY_FAILED
+    return stage_main(dag_tasks.run_verify, inspect.getdoc(_verify_main), argv)
 
 
 # command -> (module, function, one-line summary). Modules are imported only when their
@@ -84,6 +75,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "one URL: state, planned rate and its reason, slots, last fetches (no Spark)"),
     "report": ("jobs.report", "main",
                "the day's HTML report (freshness, budget, caps, quarantine; no Spark)"),
+    "config": ("jobs.config", "main",
+               "print the config as JSON (--published D: the config a published day used, "
+               "as TOML; --markdown: docs/config.md)"),
+    "status": ("jobs.status", "main",
+               "per date: partitions committed / uncommitted / missing, runs, published "
+               "(no Spark)"),
+    "stats": ("jobs.stats", "main",
+              "counts of a run date, or one host with --host (readdb -stats; no Spark)"),
+    "dump": ("jobs.dump", "main",
+             "export state, plan or schedule of a date as CSV/Parquet, --host, --where "
+             "(no Spark)"),
 }
 
 
@@ -106,6 +108,9 @@ def resolve(command: str) -> Callable[[Optional[list]], int]:
 
 def main(argv: Optional[list] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == DEBUG_FLAG:  # `recrawl --debug COMMAND ...`
+        os.environ[DEBUG_ENV] = "1"
+        argv = argv[1:]
     if not argv or argv[0] in ("-h", "--help"):
         _parser().print_help()
         return 0
@@ -114,11 +119,11 @@ def main(argv: Optional[list] = None) -> int:
         return 0
     args = _parser().parse_args(argv[:1])
     run = resolve(args.command)
-    # The stages build their own argparse parsers; their usage lines name sys.argv[0].
+    # The commands build their own argparse parsers; their usage lines name sys.argv[0].
     saved = sys.argv[0]
     sys.argv[0] = f"recrawl {args.command}"
     try:
-        return int(run(argv[1:]) or 0)
+        return guarded(run, argv[1:], sys.argv[0])
     finally:
         sys.argv[0] = saved
 

@@ -14,7 +14,6 @@ Run: ``recrawl explain URL --date D [--json] [--days N] [--schedule published|st
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -23,11 +22,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from jobs import partitions, storage
-from jobs.cli import EXIT_REFUSED
+from jobs.cli import Parser, add_date_arg, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core.plan_table import REASONS
 from jobs.fleet.schedule import filesystem_for, read_shard_index
-from jobs.partitions import MissingPartitionError
+from jobs.errors import MissingPartitionError, UnknownURL, UsageError
 from jobs.paths import planning_window, schedule_date, shift_day
 from jobs.runlog import read_stage_record
 
@@ -156,12 +155,11 @@ def explain(cfg: Config, run_date: str, url: str, *, days: int = 3,
         has the URL.
     """
     if days < 1:
-        raise ValueError("--days must be >= 1")
+        raise UsageError("--days must be >= 1")
     state = _record(_committed_rows(cfg, "state", run_date, "url", url, STATE_COLUMNS))
     plan = _record(_committed_rows(cfg, "plan", run_date, "url", url))
     if state is None and plan is None:
-        raise MissingPartitionError("url", url, f"not in state/dt={run_date} nor in "
-                                                f"plan/dt={run_date}: unknown to this run")
+        raise UnknownURL(url, run_date)
     host = (state or plan)["host"]
     hosts = _record(_committed_rows(cfg, "hosts", run_date, "host", host, HOST_COLUMNS))
     record = read_stage_record(cfg, run_date, "allocate")
@@ -277,13 +275,13 @@ def render(doc: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description="Explain one URL's plan for run date D: its state, planned rate and the "
                     "reason, its slots in the schedule for D+1 and its last fetches.",
         epilog="A missing or uncommitted partition (or a URL the run does not know) is a named "
                "error, exit 2. No Spark: rows are read with pyarrow filters on the url column.")
     parser.add_argument("url", help="the URL, exactly as in state/ (e.g. https://h.example/p1)")
-    parser.add_argument("--date", required=True, help="logical run date D (YYYY-MM-DD)")
+    add_date_arg(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--days", type=int, default=3, help="days of fetch_logs to show")
     parser.add_argument("--schedule", choices=("published", "staging"), default=None,
@@ -291,15 +289,11 @@ def main(argv=None) -> int:
                              "or the staging files under paths.root")
     add_config_args(parser)
     args = parser.parse_args(argv)
-    try:
-        doc = explain(config_from_args(args), args.date, args.url, days=args.days,
-                      schedule=args.schedule)
-    except MissingPartitionError as err:
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
-        return EXIT_REFUSED
+    doc = explain(config_from_args(args), args.date, args.url, days=args.days,
+                  schedule=args.schedule)
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n" if args.json else render(doc))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

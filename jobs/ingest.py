@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from jobs import schemas, storage
+from jobs.errors import MixedFingerprintVersions  # noqa: F401  (its home: jobs.errors)
 from jobs.config import Config
 from jobs.core import hosts
 from jobs.paths import day_bounds, quarantine_path
@@ -40,19 +41,6 @@ def lateness_horizon(cfg: Config, run_date: str) -> datetime:
 # A fetch-log file without the column, or a null in it, was written before the column
 # existed, when version 1 was the only fingerprint version (docs/fingerprint.md).
 LEGACY_FINGERPRINT_VERSION = 1
-
-
-class MixedFingerprintVersions(schemas.SchemaError):
-    """A day's fetch logs mix content-fingerprint versions; ``versions`` maps each version
-    to the files holding it. Hashes of different versions must never be compared."""
-
-    def __init__(self, uri: str, versions: dict[int, list[str]]) -> None:
-        self.versions = versions
-        shown = "; ".join(f"version {v}: {len(files)} file(s), e.g. {files[0]}"
-                          for v, files in sorted(versions.items()))
-        super().__init__(schemas.FETCH_LOG.name, uri, "fingerprint_version",
-                         f"the day mixes fingerprint versions ({shown}); refused rather than "
-                         "compare hashes of different versions (docs/fleet.md)")
 
 
 def fingerprint_versions(footer: schemas.Footer) -> set[int]:
@@ -105,7 +93,10 @@ def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> lis
     fetch-log day must also hold one fingerprint version (MixedFingerprintVersions)."""
     files = storage.list_parquet_files(uri)
     if not files and required:
-        raise schemas.SchemaError(contract.name, uri, None, "no Parquet files found")
+        hint = ("; a day the fleet did not fetch is declared with `recrawl update-state "
+                "--date D --no-fetches` (docs/operations.md)" if contract is schemas.FETCH_LOG
+                else "")
+        raise schemas.SchemaError(contract.name, uri, None, f"no Parquet files found{hint}")
     footers = schemas.check_files(contract, files)
     if required and sum(f.num_rows for f in footers) == 0:
         raise schemas.SchemaError(contract.name, uri, None,

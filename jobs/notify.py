@@ -33,15 +33,12 @@ from datetime import date, datetime
 from typing import Any, Callable, Optional
 
 from jobs.paths import schedule_date
+from jobs.errors import WebhookError  # noqa: F401  (its home: jobs.errors)
 
 log = logging.getLogger("recrawl.alerts")
 
 WEBHOOK_TIMEOUT_S = 10.0
 Notifier = Callable[[dict], None]
-
-
-class WebhookError(RuntimeError):
-    """The webhook answered with an error status or could not be reached."""
 
 
 def log_notifier(alert: dict) -> None:

@@ -25,6 +25,9 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
+from jobs.errors import (ObjectAccessDenied, ObjectNotFound,  # noqa: F401  (home:
+                         PreconditionFailed)  # jobs.errors)
+
 T = TypeVar("T")
 
 # Error codes S3 (and S3-compatible servers) use for "try again later".
@@ -40,22 +43,6 @@ TRANSIENT_EXCEPTIONS = (
 )
 # Attempts botocore itself makes per HTTP request; with_retries wraps whole operations.
 BOTOCORE_MAX_ATTEMPTS = 3
-
-
-class ObjectNotFound(KeyError):
-    """The requested key does not exist in the store."""
-
-
-class ObjectAccessDenied(PermissionError):
-    """S3 answered 403 for a key.
-
-    Without ``s3:ListBucket`` on the prefix S3 answers 403, not 404, for a missing key, so
-    this means "missing or denied"; callers must not read it as "absent".
-    """
-
-
-class PreconditionFailed(RuntimeError):
-    """A conditional write lost: the key changed (or appeared, or vanished) since it was read."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ See docs/contract.md, "Committed partitions".
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import posixpath
@@ -30,6 +29,8 @@ import uuid
 from typing import Optional
 
 from jobs import storage
+from jobs.errors import (AlreadyCommitted, ConcurrentWriteError,  # noqa: F401  (home:
+                         MissingPartitionError)  # jobs.errors)
 
 MARKER = "_COMMITTED.json"
 FORMAT = 1
@@ -56,18 +57,6 @@ def _pause_point(point: str, table: str, path: str, files: list[str]) -> None:
     os.replace(note + ".tmp", note)
     while True:  # until the test kills the process
         time.sleep(1)
-
-
-class MissingPartitionError(RuntimeError):
-    """A partition a stage needs is absent, or present but not committed."""
-
-    def __init__(self, table: str, path: str, message: str):
-        self.table, self.path = table, path
-        super().__init__(f"[{table}] {path}: {message}")
-
-
-class ConcurrentWriteError(RuntimeError):
-    """Two writers appended to one partition at once; nothing was committed."""
 
 
 def marker_path(path: str) -> str:
@@ -155,14 +144,16 @@ def commit_files(path: str, table: str, files: list[str], extra: Optional[dict] 
 def adopt_legacy(path: str, table: str) -> dict:
     """Commit a partition written before markers existed, if Spark's _SUCCESS says it is whole."""
     if is_committed(path):
-        raise ValueError(f"{path} is already committed")
+        raise AlreadyCommitted(f"{path} is already committed: nothing to adopt")
     if not storage.exists(f"{path.rstrip('/')}/_SUCCESS"):
         raise MissingPartitionError(table, path, "no _SUCCESS: not a complete Spark output")
     return commit_files(path, table, storage.list_parquet_files(path))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    from jobs.cli import Parser
+
+    parser = Parser(
         description="Commit partitions written before commit markers existed (needs _SUCCESS).")
     parser.add_argument("paths", nargs="+", help="partition directories, e.g. var/data/state/dt=D")
     args = parser.parse_args(argv)
@@ -174,4 +165,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.cli import guarded
+
+    sys.exit(guarded(main))

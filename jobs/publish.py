@@ -27,7 +27,6 @@ leaves byte-identical objects. Creating the bucket is not part of publishing
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -41,6 +40,8 @@ from dataclasses import asdict, dataclass
 
 import botocore.exceptions
 
+from jobs.errors import (EXIT_LOST, PublishConflict,  # noqa: F401  (their home: jobs.errors)
+                         PublishError)
 from jobs.config import check_endpoint_url
 from jobs.objstore import (ObjectNotFound, PreconditionFailed, make_s3_client, open_store,
                            parse_location, with_retries)
@@ -50,18 +51,6 @@ from jobs.fleet.manifest import MANIFEST_VERSION
 from jobs.fleet.schedule import SCHEDULE_SCHEMA, SHARD_INDEX_NAME, parse_staged_day
 
 DEFAULT_LOCK_LEASE_S = 60.0
-EXIT_LOST = 3  # CLI status of a publish that lost to a concurrent one
-
-
-class PublishError(RuntimeError):
-    """Publishing stopped before the manifest was written; the previous day stays live."""
-
-
-class PublishConflict(PublishError):
-    """Another publish of the same day holds its lock or swapped the manifest first.
-
-    Nothing this publish did is live; the other publish's day is (or will be).
-    """
 
 
 @dataclass(frozen=True)
@@ -454,8 +443,10 @@ def ensure_bucket(endpoint_url: str | None, bucket: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; prints the PublishResult as JSON."""
-    parser = argparse.ArgumentParser(prog="python -m jobs.publish", description=__doc__.split("\n")[0])
+    """CLI entry point; prints the PublishResult as JSON (a lost race: PublishConflict, exit 3)."""
+    from jobs.cli import Parser
+
+    parser = Parser(prog="python -m jobs.publish", description=__doc__.split("\n")[0])
     parser.add_argument("--staging", required=True, help="dir or s3:// URI holding _shards.json")
     parser.add_argument("--target", required=True, help="s3://bucket/prefix or a directory")
     parser.add_argument("--date", required=True, help="schedule date, YYYY-MM-DD")
@@ -482,18 +473,16 @@ def main(argv: list[str] | None = None) -> int:
     check_endpoint_url(args.endpoint_url, args.allow_insecure_endpoint)
     if args.ensure_bucket and location.is_s3:
         ensure_bucket(args.endpoint_url, location.bucket)
-    try:
-        result = publish(args.staging, args.target, args.date, extra,
-                         endpoint_url=args.endpoint_url, max_workers=args.max_workers,
-                         retries=args.retries, sse_kms_key_id=args.sse_kms_key_id,
-                         lock_lease_s=args.lock_lease_s,
-                         allow_insecure_endpoint=args.allow_insecure_endpoint)
-    except PublishConflict as exc:
-        print(f"publish of dt={args.date} LOST to a concurrent publish: {exc}", file=sys.stderr)
-        return EXIT_LOST
+    result = publish(args.staging, args.target, args.date, extra,
+                     endpoint_url=args.endpoint_url, max_workers=args.max_workers,
+                     retries=args.retries, sse_kms_key_id=args.sse_kms_key_id,
+                     lock_lease_s=args.lock_lease_s,
+                     allow_insecure_endpoint=args.allow_insecure_endpoint)
     print(json.dumps(result.as_dict(), indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.cli import guarded
+
+    sys.exit(guarded(main, prog="python -m jobs.publish"))

@@ -28,6 +28,11 @@ Writes (a rerun replaces them):
 * ``metrics/dt=D`` of every day: the rebuilt state figures, and the plan columns of the row
   already committed for D, if any (``written_by = rebuild_state``; :mod:`jobs.metrics`).
 
+Outage days (``fetch_logs/dt=D/_NO_FETCHES.json``, :mod:`jobs.outage`; ``--no-fetches-on``
+declares them first) are not folded: the state and hosts are carried over them as the daily
+run carries them, and their run record says ``no_fetches``. Any other day without logs is
+refused before Spark starts, as is a range starting on an outage day.
+
 Memory: one bucket holds every day's logs of its hosts (a host is never split): about
 ``spark.rebuild_rows_per_bucket`` log rows, and there is at least one bucket per core. Each
 bucket folds each day once (one ``fold_day`` call for all its URLs), so fewer, larger
@@ -39,17 +44,18 @@ replacing production state.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 
 import pandas as pd
 
-from jobs import ingest, metrics, partitions, progress, schemas, storage, update_state
+from jobs import ingest, metrics, outage, partitions, progress, schemas, storage, update_state
+from jobs.cli import Parser, add_date_arg, date_list, guarded
 from jobs.config import Config, add_config_args, config_from_args
+from jobs.errors import OutageRefused, UsageError
 from jobs.core import replay, state_update, trust
 from jobs.params import trust_params, update_params
-from jobs.paths import date_range, quarantine_path
+from jobs.paths import date_range, previous_day, quarantine_path
 from jobs.runlog import write_stage_record
 from jobs.spark_session import get_spark
 
@@ -91,13 +97,14 @@ def _arrow(pdf: pd.DataFrame, kind: str, schema):
     return schemas.table_from_pandas(pdf.assign(_kind=kind), schema)
 
 
-def _replay_fn(cfg: Config, days: list[str], schema):
+def _replay_fn(cfg: Config, days: list[str], schema, outage_days: list[str]):
     up, tp = update_params(cfg), trust_params(cfg)
 
     def run_bucket(logs_t, sig_t):
         import pyarrow as pa
 
-        r = replay.replay(logs_t.to_pandas(), sig_t.to_pandas(), days, up, tp)
+        r = replay.replay(logs_t.to_pandas(), sig_t.to_pandas(), days, up, tp,
+                          outage_days=outage_days)
         last = days[-1]
         parts = [
             _arrow(r.state.assign(_dt=last), "state", schema),
@@ -167,20 +174,35 @@ def _write_quarantine(cfg: Config, replaced: list[tuple[str, str]], rows) -> dic
     return {key: counts.get(key, 0) for key in replaced}
 
 
-def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
+def run(cfg: Config, first: str, last: str, spark=None, no_fetches_on=()) -> list[dict]:
     """Rebuild state/dt=``last``, hosts, quarantine and run records of [first, last]; return
-    the run records, one per day (as ``update_state.run`` returns each)."""
+    the run records, one per day (as ``update_state.run`` returns each).
+
+    Days declared outages (:mod:`jobs.outage`; ``no_fetches_on`` declares more first) are
+    carried forward as the daily run carries them; any other day without logs is refused.
+    """
     from pyspark.sql import functions as F
 
+    if last < first:
+        raise UsageError(f"--to {last} is before --from {first}")
     days = date_range(first, last)
-    if not days:
-        raise ValueError(f"empty date range {first} .. {last}")
+    for d in no_fetches_on:
+        if d not in days:
+            raise UsageError(f"--no-fetches-on {d} is outside {first} .. {last}")
+        outage.declare(cfg, d)
+    outages = [d for d in days if outage.check(cfg, d)]
+    if days[0] in outages:
+        raise OutageRefused(f"{days[0]} is an outage day: start the rebuild at the first day "
+                            f"with fetch logs")
+    fetched = [d for d in days if d not in outages]
+    for d in fetched:  # every input refusal before a Spark session starts
+        ingest.checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", d), True)
     spark = spark or get_spark(cfg, "rebuild_state")
     # Every day in one read (one plan branch and no Spark job per day); the checked rows are
     # persisted for the replay, the stale-row join and the quarantine.
     cached: list = []
-    logs, bad_logs, log_rows = ingest.read_fetch_logs_days(spark, cfg, days, cached)
-    sig_clean, bad_sig, sig_days = ingest.read_signals_days(spark, cfg, days)
+    logs, bad_logs, log_rows = ingest.read_fetch_logs_days(spark, cfg, fetched, cached)
+    sig_clean, bad_sig, sig_days = ingest.read_signals_days(spark, cfg, fetched)
     importance, bad_imp = ingest.read_importance(spark, cfg)
     log_cols = [c for c in logs.columns if c != "dt"]  # as read_fetch_logs gives them
     signals = (sig_clean.select(*_SIG_COLS, "dt") if sig_clean is not None
@@ -197,7 +219,7 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     out = (rows.withColumn("_b", F.pmod(F.xxhash64("host"), n))
            .groupBy("_b")
            .cogroup(signals.withColumn("_b", F.pmod(F.xxhash64("host"), n)).groupBy("_b"))
-           .applyInArrow(_replay_fn(cfg, days, arrow_schema), ddl)
+           .applyInArrow(_replay_fn(cfg, days, arrow_schema, outages), ddl)
            .localCheckpoint(eager=True))
     kind = F.col("_kind")
     sums = {r["_dt"]: r for r in out.filter(kind == "figures").groupBy("_dt").agg(
@@ -225,13 +247,14 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
 
     # 4. Every day's quarantine: the reads' rows, and the stale rows the replay found.
     columns = ["dt", "source", "reason", "url", "row_json"]
-    replaced = [(d, "fetch_logs") for d in days] + [(d, "signals") for d in sig_days]
+    replaced = [(d, "fetch_logs") for d in fetched] + [(d, "signals") for d in sig_days]
     frames = [bad_logs.select(*columns)]
     if bad_sig is not None:
         frames.append(bad_sig.select(*columns))
     if bad_imp is not None:  # the daily run quarantines the same importance rows every day
-        replaced += [(d, "importance") for d in days]
-        frames.append(bad_imp.crossJoin(spark.createDataFrame([(d,) for d in days], "dt string"))
+        replaced += [(d, "importance") for d in fetched]
+        frames.append(bad_imp.crossJoin(spark.createDataFrame([(d,) for d in fetched],
+                                                              "dt string"))
                       .select(*columns))
     if any(int(r["stale_rows"] or 0) for r in sums.values()):
         stale = out.filter(kind == "stale").select(
@@ -245,6 +268,11 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
     # 5. Every day's run record, keys as update_state's.
     records = []
     for d in days:
+        if d in outages:  # as jobs.outage.carry_forward records it
+            record = {**outage.outage_record(records[-1]), "carried_from": previous_day(d)}
+            write_stage_record(cfg, d, "update_state", record)
+            records.append(record)
+            continue
         fig = sums.get(d)
         get = (lambda c: int(fig[c] or 0)) if fig is not None else (lambda c: 0)  # noqa: E731
         record = {
@@ -264,19 +292,23 @@ def run(cfg: Config, first: str, last: str, spark=None) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from", dest="first", required=True)
-    parser.add_argument("--to", dest="last", required=True)
+    parser = Parser(description=__doc__.splitlines()[0])
+    add_date_arg(parser, "--from", "first date to fold (YYYY-MM-DD)", dest="first")
+    add_date_arg(parser, "--to", "last date to fold; state/dt=--to is written", dest="last")
+    parser.add_argument("--no-fetches-on", type=date_list, default=[], metavar="D1,D2",
+                        help="declare these days of the range fleet outages first "
+                             "(fetch_logs/dt=D/_NO_FETCHES.json; docs/operations.md); days "
+                             "already declared need not be named")
     add_config_args(parser)
     args = parser.parse_args(argv)
     cfg = config_from_args(args)
     progress.log_to_stderr()
     with progress.reporting("rebuild_state", cfg.spark.progress_interval_s):
-        records = run(cfg, args.first, args.last)
+        records = run(cfg, args.first, args.last, no_fetches_on=args.no_fetches_on)
     for record in records:
         print(record)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

@@ -15,7 +15,6 @@ Run: ``recrawl report --date D [--days N] [--top N] [--out FILE]``.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
@@ -23,11 +22,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from jobs import metrics, partitions, storage
-from jobs.cli import EXIT_REFUSED
+from jobs.cli import Parser, add_date_arg, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import daily_report as dr
 from jobs.fleet.schedule import filesystem_for
-from jobs.partitions import MissingPartitionError
+from jobs.errors import MissingPartitionError, UsageError
 from jobs.paths import check_date, shift_day
 from jobs.report_html import render
 from jobs.runlog import read_stage_record
@@ -103,7 +102,7 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
     """
     check_date(run_date)
     if days < 1 or top < 1:
-        raise ValueError("--days and --top must be >= 1")
+        raise UsageError("--days and --top must be >= 1")
     dates, metrics = metrics_window(cfg, run_date, days)
     allocate = read_stage_record(cfg, run_date, "allocate")
     sums, lam_counts = plan_figures(cfg, run_date)
@@ -131,12 +130,12 @@ def write(cfg: Config, run_date: str, out: str, **kw) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description="Write the daily report for run date D: one self-contained HTML page "
                     "(inline SVG figures, no scripts) from the production tables.",
         epilog="A missing or uncommitted partition of D is a named error, exit 2; earlier days "
                "without metrics are marked missing on the page. No Spark.")
-    parser.add_argument("--date", required=True, help="logical run date D (YYYY-MM-DD)")
+    add_date_arg(parser)
     parser.add_argument("--days", type=int, default=14, help="days of metrics to show (D and "
                                                              "the days before it)")
     parser.add_argument("--top", type=int, default=20, help="hosts in the stale-hosts table")
@@ -145,14 +144,10 @@ def main(argv=None) -> int:
     add_config_args(parser)
     args = parser.parse_args(argv)
     out = args.out or f"recrawl-report-{args.date}.html"
-    try:
-        write(config_from_args(args), args.date, out, days=args.days, top=args.top)
-    except MissingPartitionError as err:
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
-        return EXIT_REFUSED
+    write(config_from_args(args), args.date, out, days=args.days, top=args.top)
     print(out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

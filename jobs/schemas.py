@@ -13,6 +13,8 @@ from typing import Optional
 
 import pyarrow as pa
 
+from jobs.errors import SchemaError  # noqa: F401  (its home: jobs.errors)
+
 _ARROW = {
     "string": pa.string(), "int": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(),
     "float": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"), "date": pa.date32(),
@@ -81,15 +83,6 @@ def table_from_pandas(pdf, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(
         [pa.array(pdf[f.name], type=f.type, from_pandas=True) if f.name in pdf.columns
          else pa.nulls(n, f.type) for f in schema], schema=schema)
-
-
-class SchemaError(ValueError):
-    """An input file does not meet its contract; says which file and which column."""
-
-    def __init__(self, table: str, file: str, column: Optional[str], problem: str):
-        self.table, self.file, self.column, self.problem = table, file, column, problem
-        where = f"column '{column}'" if column else "file"
-        super().__init__(f"{table}: {file}: {where}: {problem}")
 
 
 def check_schema(contract: Contract, schema: pa.Schema, file: str) -> None:

@@ -29,9 +29,10 @@ import sys
 import numpy as np
 import pandas as pd
 
-from jobs import ingest, metrics, partitions, schemas, storage
+from jobs import ingest, metrics, outage, partitions, schemas, storage
 from jobs.cli import stage_main
 from jobs.config import Config
+from jobs.errors import BootstrapRefused, OutageRefused
 from jobs.core import (estimators_shrinkage, host_health, observations, replay,
                        state_update, trust)
 from jobs.core.estimators_stats import STATS_COLUMNS, observation_columns
@@ -305,8 +306,9 @@ def check_bootstrap(cfg: Config, run_date: str) -> None:
     """Refuse to start from nothing on top of real history: that is rebuild_state's job."""
     prev = cfg.paths.table("state", previous_day(run_date))
     if partitions.is_committed(prev):
-        raise ValueError(f"--bootstrap on {run_date}, but {prev} is committed: bootstrapping "
-                         f"would discard it (use jobs.rebuild_state to recompute history)")
+        raise BootstrapRefused(f"--bootstrap on {run_date}, but {prev} is committed: "
+                               f"bootstrapping would discard it (use rebuild-state to "
+                               f"recompute history)")
 
 
 def _rows(logs, signals, hosts_prev, importance=None):
@@ -341,21 +343,31 @@ def _rows(logs, signals, hosts_prev, importance=None):
 
 
 def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
-        from_empty: bool = False) -> dict:
+        from_empty: bool = False, no_fetches: bool = False) -> dict:
     """Fold ``run_date``'s logs into yesterday's committed state and hosts.
 
     ``bootstrap`` starts from nothing on the first date of a deployment (refused when
     yesterday's state is committed); ``from_empty`` is rebuild_state's replay, which starts
     from nothing whatever exists. Otherwise a missing or uncommitted yesterday is a
     :class:`jobs.partitions.MissingPartitionError`, never an empty start.
+
+    ``no_fetches`` declares the day a fleet outage; on a declared day (``--no-fetches`` now
+    or the marker before) the state is carried forward without Spark (:mod:`jobs.outage`).
     """
     from pyspark.sql import functions as F
 
+    if no_fetches or outage.check(cfg, run_date):
+        if bootstrap:
+            raise OutageRefused(f"--bootstrap on {run_date}, a day without fetches: "
+                                f"bootstrap on the first day with fetch logs")
+        return outage.carry_forward(cfg, run_date)
+    # Every input refusal before a Spark session starts.
     if bootstrap:
         check_bootstrap(cfg, run_date)
-    elif not from_empty:  # refuse before starting a Spark session
+    elif not from_empty:
         for table in ("state", "hosts"):
             partitions.committed_files(cfg.paths.table(table, previous_day(run_date)), table)
+    ingest.checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", run_date), True)
     spark = spark or get_spark(cfg, "update_state")
     cached = []  # persisted frames, unpersisted once the run record's figures are read
     logs, bad_logs = ingest.read_fetch_logs(spark, cfg, run_date, cached)
@@ -523,7 +535,10 @@ def _audit_figures(cfg: Config, n: int, fresh: int) -> dict:
 def main(argv=None) -> int:
     return stage_main(run, __doc__, argv, flags={
         "--bootstrap": "first date of a deployment: start from no state (refused when the "
-                       "previous day's state is committed)"})
+                       "previous day's state is committed)",
+        "--no-fetches": "the fleet did not fetch on D (an outage): declare it "
+                        "(fetch_logs/dt=D/_NO_FETCHES.json) and carry D-1's state and hosts "
+                        "forward unchanged, without Spark (docs/operations.md)"})
 
 
 if __name__ == "__main__":

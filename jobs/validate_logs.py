@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import sys
 
-from jobs import ingest, schemas, storage
+from jobs import ingest, outage, schemas, storage
 from jobs.cli import stage_main
 from jobs.config import Config
 from jobs.runlog import write_stage_record
 
 
 def logs_present(cfg: Config, run_date: str) -> bool:
-    """True once the day's fetch-log partition holds at least one data file."""
-    return bool(storage.list_parquet_files(cfg.paths.table("fetch_logs", run_date)))
+    """True once the day's fetch-log partition holds at least one data file, or the day is
+    a declared outage (:mod:`jobs.outage`)."""
+    return (bool(storage.list_parquet_files(cfg.paths.table("fetch_logs", run_date)))
+            or outage.declared(cfg, run_date))
 
 
 def run(cfg: Config, run_date: str) -> dict:
     p = cfg.paths
+    no_fetches = outage.check(cfg, run_date)
     checks = [
-        (schemas.FETCH_LOG, p.table("fetch_logs", run_date), True),
+        (schemas.FETCH_LOG, p.table("fetch_logs", run_date), not no_fetches),
         (schemas.IMPORTANCE, p.table("importance"), False),
         (schemas.HOST_POLICY, p.table("host_policy"), False),
         (schemas.SIGNALS, p.table("signals", run_date), False),
@@ -33,6 +36,8 @@ def run(cfg: Config, run_date: str) -> dict:
     record = {}
     for contract, uri, required in checks:
         record[f"{contract.name}_files"] = len(ingest.checked_files(contract, uri, required))
+    if no_fetches:
+        record["no_fetches"] = True
     write_stage_record(cfg, run_date, "validate_logs", record)
     return record
 

@@ -23,7 +23,6 @@ fails verification rather than passing unchecked.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
@@ -39,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.core.http_fields import HEADER_CHECKS, safe_request_text
+from jobs.errors import VerificationError  # noqa: F401  (its home: jobs.errors)
 from jobs.objstore import ObjectAccessDenied, ObjectNotFound, open_store, with_retries
 from jobs.paths import check_date, previous_day, schedule_day_prefix, schedule_manifest_key
 from jobs.fleet.schedule import (SCHEDULE_SCHEMA, ScheduleSchemaError, check_schedule_values,
@@ -48,16 +48,6 @@ READ_ATTEMPTS = 3  # manifest re-reads when a republish races a reader
 BATCH_ROWS = 65_536  # rows held at once while re-checking a file's values
 SHOWN_PER_CHECK = 5  # bad rows named per file and check (the rest are counted)
 GAP_TOLERANCE_S = 1e-6  # not_before has microsecond resolution
-
-
-class VerificationError(Exception):
-    """A published day does not match its manifest; ``problems`` lists every finding."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        shown = "\n  ".join(self.problems[:10])
-        more = f"\n  ... and {len(self.problems) - 10} more" if len(self.problems) > 10 else ""
-        super().__init__(f"{len(self.problems)} problem(s):\n  {shown}{more}")
 
 
 @dataclass(frozen=True)
@@ -434,8 +424,11 @@ def read_schedule(target: str, date: str, endpoint_url: str | None = None, *,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: print the VerifyResult as JSON (exit 0) or the problems (exit 1)."""
-    parser = argparse.ArgumentParser(prog="python -m jobs.verify", description=__doc__.split("\n")[0])
+    """CLI: print the VerifyResult as JSON (exit 0); VerificationError (exit 4) lists the
+    problems."""
+    from jobs.cli import Parser
+
+    parser = Parser(prog="python -m jobs.verify", description=__doc__.split("\n")[0])
     parser.add_argument("--target", required=True, help="s3://bucket/prefix or a directory")
     parser.add_argument("--date", required=True, help="schedule date, YYYY-MM-DD")
     parser.add_argument("--endpoint-url", default=None, help="S3 endpoint (default: AWS config)")
@@ -446,17 +439,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--default-crawl-delay-s", type=float, default=None,
                         help="delay of hosts not in host_policy (default: the recorded config's)")
     args = parser.parse_args(argv)
-    try:
-        delays = read_crawl_delays(args.host_policy) if args.host_policy else None
-        result = verify(args.target, args.date, endpoint_url=args.endpoint_url,
-                        max_workers=args.max_workers, crawl_delays=delays,
-                        default_crawl_delay_s=args.default_crawl_delay_s)
-    except VerificationError as exc:
-        print(f"verification FAILED for {args.target} dt={args.date}: {exc}", file=sys.stderr)
-        return 1
+    delays = read_crawl_delays(args.host_policy) if args.host_policy else None
+    result = verify(args.target, args.date, endpoint_url=args.endpoint_url,
+                    max_workers=args.max_workers, crawl_delays=delays,
+                    default_crawl_delay_s=args.default_crawl_delay_s)
     print(json.dumps(result.as_dict(), indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.cli import guarded
+
+    sys.exit(guarded(main, prog="python -m jobs.verify"))

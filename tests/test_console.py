@@ -27,6 +27,9 @@ SUBCOMMANDS = {
     "partitions": ["paths"],
     "explain": ["url", "--date", "--json", "--days", "--schedule", "--config", "--set"],
     "report": ["--date", "--days", "--top", "--out", "--config", "--set"],
+    "status": ["--from", "--to", "--json", "--no-published", "--config", "--debug"],
+    "stats": ["--date", "--host", "--top", "--json", "--config"],
+    "dump": ["--date", "--table", "--host", "--where", "--format", "--out", "--config"],
 }
 
 
@@ -75,13 +78,13 @@ def test_a_refusal_exits_2_through_the_console(tmp_path):
     fetch logs is a named refusal (exit 2, one line), as with python -m jobs.validate_logs."""
     out = _run("validate-logs", "--date", "2026-11-05", "--set", f"paths.root={tmp_path}")
     assert out.returncode == 2, (out.stdout, out.stderr)
-    assert out.stderr.startswith("error: ") and "fetch_logs" in out.stderr
+    assert out.stderr.startswith("recrawl validate-logs: error: ") and "fetch_logs" in out.stderr
 
 
-def test_verify_of_a_missing_day_exits_1(tmp_path):
+def test_verify_of_a_missing_day_exits_4(tmp_path):
     out = _run("verify", "--date", "2026-11-05", "--set", f"publish.target={tmp_path / 'pub'}")
-    assert out.returncode == 1, (out.stdout, out.stderr)
-    assert "verification FAILED" in out.stderr
+    assert out.returncode == 4, (out.stdout, out.stderr)
+    assert out.stderr.count("\n") == 1 and ": error: VerificationError: " in out.stderr
 
 
 def test_python_dash_m_jobs_console_is_the_same_command():

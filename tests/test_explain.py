@@ -128,7 +128,7 @@ def test_explain_refuses_missing_partitions_and_unknown_urls(capsys, pipeline):
     code, out, err = _explain(capsys, pipeline, url, "--date", DAYS[0])  # no allocate run
     assert code == 2 and out == "" and "[plan]" in err and "MissingPartitionError" in err
     code, out, err = _explain(capsys, pipeline, "https://nowhere.example/x", "--date", D)
-    assert code == 2 and out == "" and "unknown to this run" in err
+    assert code == 2 and out == "" and "URL not known" in err and err.count("\n") == 1
     # A day allocate planned but nobody published: the schedule is a named refusal too.
     code, out, err = _explain(capsys, pipeline, url, "--date", DAYS[1], "--schedule",
                               "published")

@@ -135,7 +135,7 @@ def _race_one_pair(s3, slow, tmp_path, trial) -> tuple[tuple[int, ...], str | No
     summary = tuple(sorted(codes.values()))
     if not set(codes.values()) <= {0, EXIT_LOST} or 0 not in codes.values():
         return summary, f"exit codes {codes}: {done}"
-    if any(code == EXIT_LOST and "LOST" not in err for code, err in done.values()):
+    if any(code == EXIT_LOST and "PublishConflict" not in err for code, err in done.values()):
         return summary, f"a loser did not say so: {done}"
     try:
         live = live_rows(target, s3.endpoint_url)

@@ -243,7 +243,7 @@ def test_cli_refuses_a_missing_previous_day_with_a_named_error(inputs, tmp_path)
 
 def test_bootstrap_refuses_to_discard_committed_history(spark, after_d0, tmp_path):
     cfg = make_config(_copy_inputs(after_d0, tmp_path / "data"))
-    with pytest.raises(ValueError, match="rebuild_state"):
+    with pytest.raises(ValueError, match="rebuild-state"):
         update_state.run(cfg, D1, spark, bootstrap=True)
 
 

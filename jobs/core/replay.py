@@ -162,14 +162,22 @@ def _figures(day: str, folded: pd.DataFrame, stale_rows: int) -> dict:
             "audit_fresh": int(folded["ev_audit_fresh"].sum()), "stale_rows": stale_rows}
 
 
+def _outage_figures(day: str, state: pd.DataFrame) -> dict:
+    """An outage day's figures: the carried state's counts, nothing fetched or audited."""
+    return {"dt": day, "urls_known": len(state),
+            "urls_gone": int(state["gone"].astype(bool).sum()) if len(state) else 0,
+            "urls_pending_signal": int(state["pending_signal_at"].notna().sum()),
+            "audit_n": 0, "audit_fresh": 0, "stale_rows": 0}
+
+
 def _empty_folded() -> pd.DataFrame:
     return pd.DataFrame(columns=state_update.STATE_COLUMNS + EVIDENCE)
 
 
 def replay(logs: pd.DataFrame, signals: Optional[pd.DataFrame], days: Sequence[str],
            update: UpdateParams, trust_params: TrustParams,
-           state: Optional[pd.DataFrame] = None, hosts: Optional[pd.DataFrame] = None
-           ) -> Replay:
+           state: Optional[pd.DataFrame] = None, hosts: Optional[pd.DataFrame] = None,
+           outage_days: Sequence[str] = ()) -> Replay:
     """Fold ``days`` (in order) into one bucket of hosts, as the daily runs would.
 
     Parameters
@@ -186,6 +194,9 @@ def replay(logs: pd.DataFrame, signals: Optional[pd.DataFrame], days: Sequence[s
     state, hosts : DataFrame, optional
         The rows before the first day (default: none; ``jobs.rebuild_state`` starts from
         nothing).
+    outage_days : sequence of str
+        Days the fleet did not fetch (``jobs.outage``): not folded; the state and hosts of
+        the day before are carried forward unchanged, as the daily run carries them.
     """
     state = (state_update.empty_state() if state is None
              else state.reindex(columns=state_update.STATE_COLUMNS))
@@ -196,7 +207,12 @@ def replay(logs: pd.DataFrame, signals: Optional[pd.DataFrame], days: Sequence[s
     no_logs = logs.iloc[0:0]
     folded = _empty_folded()
     hosts_out, figures, stale_out = [], [], []
+    outage = set(outage_days)
     for day in days:
+        if day in outage:
+            hosts_out.append(hosts.assign(dt=day))
+            figures.append(_outage_figures(day, state))
+            continue
         day_logs, stale = split_stale(logs_by_day.get(day, no_logs), state)
         if len(stale):
             stale_out.append(stale.assign(dt=day))
