@@ -119,10 +119,11 @@ def test_product_modules_are_only_in_jobs_and_the_lab_has_no_stage():
 
 # ----- the fleet SDK installs alone; the product imports no path hack ----------------------
 # What jobs.fleet may reach besides itself: the contracts and the URL/header grammar it shares
-# with the planner, and jobs.storage (pyarrow.fs only), which the contracts' footer check
+# with the planner, the errors module (stdlib only: the contracts' SchemaError lives there), and
+# jobs.storage (pyarrow.fs only), which the contracts' footer check
 # (schemas.check_files, the planner's) imports inside the function.
 FLEET_SHARED = ("jobs", "jobs.core", "jobs.schemas", "jobs.core.hosts", "jobs.core.http_fields",
-                "jobs.storage")
+                "jobs.storage", "jobs.errors")
 # Third-party imports (top-level names) of the fleet's install, `recrawl[fleet]`: the base
 # dependencies and the fleet extra (tests/test_packaging.py checks they are those of
 # pyproject.toml); botocore comes with boto3.
