@@ -5,8 +5,8 @@ file.toml``, ``--set section.key=value``, repeatable) exactly as the DAG's tasks
 reads logs through dt=D and publishes schedules/dt=D+1. ``recrawl COMMAND --help`` documents each.
 
 Exit status: 0 done; 2 a named refusal (missing or uncommitted input partition, broken input
-contract); 3 publish lost to a concurrent publish of the same day; 1 verification failed
-(or another error).
+contract, a config preflight refuses); 3 publish lost to a concurrent publish of the same day;
+1 verification failed, a preflight check FAILed (or another error).
 """
 from __future__ import annotations
 
@@ -84,6 +84,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "one URL: state, planned rate and its reason, slots, last fetches (no Spark)"),
     "report": ("jobs.report", "main",
                "the day's HTML report (freshness, budget, caps, quarantine; no Spark)"),
+    "preflight": ("jobs.preflight", "main",
+                  "check a deployment before its first run: buckets, KMS, artefact, Airflow, Spark"),
+    "dag-file": ("jobs.dag_file", "main",
+                 "print the installed DAG file's path (for the Airflow DAGs folder)"),
 }
 
 
