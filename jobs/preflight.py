@@ -95,8 +95,14 @@ class Result:
         return f"{self.status} {self.check}: {self.reason}"
 
 
+class CheckFailed(RuntimeError):
+    """A check's named failure (its message is the reason)."""
+
+
 def _short(exc: BaseException) -> str:
     """One line naming an error: S3/KMS error code and message, else the exception."""
+    if isinstance(exc, CheckFailed):
+        return str(exc)
     response = getattr(exc, "response", None)
     if isinstance(response, dict) and response.get("Error"):
         err = response["Error"]
@@ -132,10 +138,12 @@ def open_stores(cfg: Config) -> dict[str, Store]:
     return stores
 
 
-def _where(store: Store, prefix: str) -> str:
+def _where(store: Store, prefix: str = "") -> str:
+    """``s3://bucket/base/prefix/`` (a directory path for a local store); no prefix: the root."""
     bucket = getattr(store.store, "bucket", None)
     head = f"s3://{bucket}" if bucket else str(getattr(store.store, "root", store.uri))
-    return f"{head}/{store.key(prefix)}/"
+    key = store.key(prefix)
+    return f"{head}/{key}/" if key else head
 
 
 def _probe_name() -> str:
@@ -157,10 +165,10 @@ def check_read(store: Store, prefix: str) -> str:
     try:
         absent = store.store.head(store.key(prefix, PROBE_DIR, _probe_name() + ".absent"))
     except ObjectAccessDenied as exc:
-        raise PermissionError(f"listed empty, an absent key answered 403 (no s3:GetObject?): "
-                              f"{exc}") from exc
+        raise CheckFailed("AccessDenied: listed empty, but an absent key answered 403, not 404 "
+                          "(s3:GetObject or s3:ListBucket missing)") from exc
     if absent is not None:
-        raise RuntimeError("an absent probe key exists")
+        raise CheckFailed("an absent probe key exists")
     return "listed (empty); an absent key answered 404"
 
 
@@ -171,11 +179,11 @@ def check_write(store: Store, prefix: str) -> str:
     store.store.put_bytes(key, body, content_type="application/json")
     try:
         if store.store.get_bytes(key) != body:
-            raise RuntimeError(f"{key} read back different bytes")
+            raise CheckFailed(f"{key} read back different bytes")
     finally:
         store.store.delete([key])
     if store.store.head(key) is not None:
-        raise RuntimeError(f"probe {key} still there after delete")
+        raise CheckFailed(f"probe {key} still there after delete")
     return f"probe {prefix}/{PROBE_DIR}/... written, read back, deleted"
 
 
@@ -192,7 +200,7 @@ def check_lock(store: Store) -> str:
         except PreconditionFailed:
             pass
         else:
-            raise RuntimeError("a second If-None-Match: * create of the probe lock succeeded: "
+            raise CheckFailed("a second If-None-Match: * create of the probe lock succeeded: "
                                "this store has no conditional writes (publish needs them)")
     finally:
         store.store.delete([key])
@@ -204,7 +212,7 @@ def check_kms(store: Store, prefix: str, key_id: str, kms_client) -> str:
     its users write) and decrypts it back."""
     meta = kms_client.describe_key(KeyId=key_id)["KeyMetadata"]
     if meta.get("KeyState") != "Enabled" or not meta.get("Enabled", True):
-        raise RuntimeError(f"key state {meta.get('KeyState')}")
+        raise CheckFailed(f"key state {meta.get('KeyState')}")
     s3 = store.store
     key = store.key(prefix, PROBE_DIR, _probe_name() + ".kms")
     body = b"recrawl preflight"
@@ -217,11 +225,11 @@ def check_kms(store: Store, prefix: str, key_id: str, kms_client) -> str:
     finally:
         s3.delete([key])
     if data != body:
-        raise RuntimeError("probe read back different bytes")
+        raise CheckFailed("probe read back different bytes")
     if got.get("ServerSideEncryption") != "aws:kms" or not _same_key(used, meta):
-        raise RuntimeError(f"probe stored with {got.get('ServerSideEncryption')} key {used!r}, "
+        raise CheckFailed(f"probe stored with {got.get('ServerSideEncryption')} key {used!r}, "
                            f"not {meta['Arn']}")
-    return f"{meta['Arn']} Enabled; probe PUT with SSE-KMS under it, read back, deleted"
+    return f"Enabled; probe {prefix}/{PROBE_DIR}/... PUT with SSE-KMS under it, read back, deleted"
 
 
 def _same_key(used: str, meta: dict) -> bool:
@@ -243,7 +251,7 @@ def s3_clock_skew(store: Store) -> float:
     after = time.time()
     server = _http_date(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
     if server is None:
-        raise RuntimeError("the endpoint sent no Date header")
+        raise CheckFailed("the endpoint sent no Date header")
     # The header has 1 s resolution and was stamped between before and after.
     local = (before + after) / 2
     return server.timestamp() + 0.5 - local
@@ -274,19 +282,21 @@ def check_artefact(uri: str, endpoint_url: Optional[str] = None) -> str:
     try:
         data = store.get_bytes(key)
         if store.head(entry) is None:
-            raise RuntimeError(f"driver entry {entry.rsplit('/', 1)[-1]} is not beside the zip")
-    except (ObjectNotFound, ObjectAccessDenied) as exc:
-        raise RuntimeError(f"{exc} (missing or denied)") from exc
+            raise CheckFailed(f"driver entry {entry.rsplit('/', 1)[-1]} is not beside the zip")
+    except ObjectNotFound as exc:
+        raise CheckFailed(f"{exc} is missing") from exc
+    except ObjectAccessDenied as exc:
+        raise CheckFailed(str(exc)) from exc
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             meta = json.loads(zf.read(artefact.MANIFEST))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise RuntimeError(f"not a recrawl artefact ({_short(exc)})") from exc
+        raise CheckFailed(f"not a recrawl artefact ({_short(exc)})") from exc
     version, installed = meta.get("version"), installed_version()
     if name != artefact.artefact_names(str(version))[0]:
-        raise RuntimeError(f"file name {name} does not carry its version {version}")
+        raise CheckFailed(f"file name {name} does not carry its version {version}")
     if version != installed:
-        raise RuntimeError(f"artefact version {version} != installed package {installed}: the "
+        raise CheckFailed(f"artefact version {version} != installed package {installed}: the "
                            "cluster would run other code than the workers (build and upload "
                            f"{artefact.artefact_names(installed)[0]}, or install {version})")
     commit = (meta.get("git_commit") or "")[:12]
@@ -366,7 +376,7 @@ def spark_probe(master: str, conf: dict[str, str], timeout_s: float) -> dict:
     found = [line for line in out.stdout.splitlines() if line.startswith("RECRAWL-PREFLIGHT ")]
     if out.returncode != 0 or not found:
         tail = [line for line in out.stderr.splitlines() if line.strip()][-2:]
-        raise RuntimeError(f"the probe job failed (spark-submit exit {out.returncode}): "
+        raise CheckFailed(f"the probe job failed (spark-submit exit {out.returncode}): "
                            + " | ".join(t.strip()[:300] for t in tail))
     return json.loads(found[-1].split(" ", 1)[1])
 
@@ -443,11 +453,11 @@ def run_checks(cfg: Config, roles: list[str], *, master: Optional[str] = None,
         def clock(store=store) -> str:
             skew = s3_clock_skew(store)
             if abs(skew) > max_clock_skew_s:
-                raise RuntimeError(f"S3 Date header is {skew:+.1f} s off this host's clock "
+                raise CheckFailed(f"S3 Date header is {skew:+.1f} s off this host's clock "
                                    f"(bound {max_clock_skew_s} s): fix NTP")
             return f"S3 Date header {skew:+.1f} s from this host's clock (bound {max_clock_skew_s} s)"
 
-        yield _attempt(f"clock {_where(store, '')}", clock)
+        yield _attempt(f"clock {_where(store)}", clock)
     # stage access, each (mode, store, prefix) once, naming the roles that need it
     needs: dict[tuple[str, str, str], list[str]] = {}
     for role in roles:
@@ -542,7 +552,7 @@ def spark_checks(cfg: Config, master: str, max_skew_s: float,
         conf["spark.pyspark.python"] = cfg.spark.python
     try:
         report = spark_probe(master, conf, timeout_s)
-    except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+    except (CheckFailed, subprocess.TimeoutExpired, ValueError) as exc:
         yield Result("FAIL", name, _short(exc))
         return
     yield Result("PASS", name, f"ran a probe job ({len(report['executors'])} tasks)")
