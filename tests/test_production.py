@@ -346,7 +346,7 @@ def test_stub_and_link_load_in_a_real_dagbag_with_each_parse_reading_the_config(
         config = tmp_path / f"c{n}.toml"
         config.write_text(f"[airflow]\nretries = {n + 3}\n")
         monkeypatch.setenv("RECRAWL_CONFIG", str(config))
-        bag = DagBag(dag_folder=str(dags), include_examples=False)
+        bag = DagBag(dag_folder=str(dags))
         assert bag.import_errors == {}, bag.import_errors
         dag = bag.dags["recrawl_daily"]
         assert dag.get_task("publish").retries == n + 3  # this parse's config, not a cached one
