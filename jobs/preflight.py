@@ -128,12 +128,16 @@ class Store:
 
 
 def open_stores(cfg: Config) -> dict[str, Store]:
+    """The data root as its pyarrow writers reach it (no SSE header: the bucket's default key)
+    and the publish target as publish does (its endpoint, SSE-KMS with its key on every PUT)."""
     from jobs.objstore import open_store
 
     stores = {}
-    for name, uri, endpoint in (("data", cfg.paths.root, None),
-                                ("publish", cfg.publish.target, cfg.publish.endpoint_url or None)):
-        store, location = open_store(uri, endpoint_url=endpoint)
+    for name, uri, endpoint, sse in (
+            ("data", cfg.paths.root, None, None),
+            ("publish", cfg.publish.target, cfg.publish.endpoint_url or None,
+             cfg.publish.sse_kms_key_id or None)):
+        store, location = open_store(uri, endpoint_url=endpoint, sse_kms_key_id=sse)
         stores[name] = Store(name, uri, store, location.prefix)
     return stores
 
@@ -154,14 +158,24 @@ def check_read(store: Store, prefix: str) -> str:
     """Read access to ``prefix``: one byte of its first object, or a 404 for an absent key."""
     from jobs.objstore import ObjectAccessDenied
 
-    first = next(iter(store.store.list(store.key(prefix) + "/")), None)
-    if first is not None:
-        if hasattr(store.store, "client"):
-            store.store.client.get_object(Bucket=store.store.bucket, Key=first.key,
+    listed = []
+    for item in store.store.list(store.key(prefix) + "/"):
+        listed.append(item)
+        if item.size > 0 or len(listed) >= 1000:  # markers (_SUCCESS, dir/) are empty
+            break
+    if listed:
+        item = listed[-1]
+        name = item.key.rsplit("/", 1)[-1] or item.key
+        if item.size == 0:
+            if store.store.head(item.key) is None:
+                raise CheckFailed(f"{item.key} was listed but is gone")
+            return f"listed; {name} (empty) answered HEAD"
+        if hasattr(store.store, "client"):  # one byte: s3:GetObject and kms:Decrypt
+            store.store.client.get_object(Bucket=store.store.bucket, Key=item.key,
                                           Range="bytes=0-0")["Body"].read()
         else:
-            store.store.get_bytes(first.key)
-        return f"listed; read {first.key.rsplit('/', 1)[-1]} (byte 0)"
+            store.store.get_bytes(item.key)
+        return f"listed; read {name} (byte 0)"
     try:
         absent = store.store.head(store.key(prefix, PROBE_DIR, _probe_name() + ".absent"))
     except ObjectAccessDenied as exc:

@@ -82,6 +82,22 @@ def test_preflight_access_table_is_the_iam_needs_table():
                 role == "airflow_worker", role  # its probe's delete: _runs/_preflight only
 
 
+def test_executors_with_another_python_or_pyspark_fail_the_check():
+    from jobs.preflight import compare_executors
+
+    driver = {"python": "3.11.7", "pyspark": s3a.SPARK_VERSION, "executable": "/opt/py"}
+    same = dict(driver, host="n1", time=100.0)
+    report = {"driver": driver, "before": 99.0, "after": 101.0,
+              "executors": [same, dict(same, python="3.12.1", executable="/usr/bin/python3")]}
+    ok, reason = compare_executors(report, max_skew_s=30)
+    assert not ok and "executors Python 3.12.1" in reason and "/usr/bin/python3" in reason
+    report["executors"] = [same, dict(same, time=160.0)]
+    ok, reason = compare_executors(report, max_skew_s=30)
+    assert not ok and "59.0 s off the driver's" in reason
+    report["executors"] = [same, dict(same, time=100.5)]
+    assert compare_executors(report, max_skew_s=30)[0]
+
+
 # --- a moto account set up as the README's "Day one" says -----------------------------------
 
 def _free_port() -> int:
@@ -113,6 +129,7 @@ class Account:
                 self.fill((PROD / "bucket_encryption" / f"{bucket}.json").read_text())))
         client.put_object(Bucket="recrawl-data", Key="fetch_logs/dt=2026-12-31/part-0.parquet",
                           Body=b"PAR1 upstream log file PAR1")
+        client.put_object(Bucket="recrawl-data", Key="host_policy/dt=2026-12-31/_SUCCESS", Body=b"")
         # step 5: build the artefact and upload it with its entry
         self.artefact = artefact.build(str(work / "dist"))
         for path in (self.artefact["zip"], self.artefact["entry"]):
@@ -175,7 +192,10 @@ def test_preflight_passes_on_a_deployment_set_up_as_documented(account):
     client = account.s3.client()
     keys = {b: sorted(o["Key"] for o in client.list_objects_v2(Bucket=b).get("Contents", []))
             for b in BUCKETS}
-    assert keys == {"recrawl-data": ["fetch_logs/dt=2026-12-31/part-0.parquet"],
+    assert "(empty) answered HEAD" in lines["read s3://recrawl-data/host_policy/ (airflow_worker, "
+                                            "update_state, allocate_build_schedule, verify)"]
+    assert keys == {"recrawl-data": ["fetch_logs/dt=2026-12-31/part-0.parquet",
+                                     "host_policy/dt=2026-12-31/_SUCCESS"],
                     "recrawl-schedules": [],
                     "recrawl-artifacts": sorted("recrawl/" + os.path.basename(account.artefact[k])
                                                 for k in ("zip", "entry"))}
