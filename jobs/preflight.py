@@ -385,8 +385,12 @@ def spark_probe(master: str, conf: dict[str, str], timeout_s: float) -> dict:
         cmd = [binary, "--master", master, "--name", "recrawl-preflight"]
         for key, value in conf.items():
             cmd += ["--conf", f"{key}={value}"]
-        out = subprocess.run(cmd + [script], capture_output=True, text=True, timeout=timeout_s,
-                             cwd=tmp)
+        try:
+            out = subprocess.run(cmd + [script], capture_output=True, text=True,
+                                 timeout=timeout_s, cwd=tmp)
+        except subprocess.TimeoutExpired as exc:
+            raise CheckFailed(f"the probe job did not finish within {timeout_s:g} s "
+                              "(--spark-timeout-s): no executors granted?") from exc
     found = [line for line in out.stdout.splitlines() if line.startswith("RECRAWL-PREFLIGHT ")]
     if out.returncode != 0 or not found:
         tail = [line for line in out.stderr.splitlines() if line.strip()][-2:]
@@ -566,7 +570,7 @@ def spark_checks(cfg: Config, master: str, max_skew_s: float,
         conf["spark.pyspark.python"] = cfg.spark.python
     try:
         report = spark_probe(master, conf, timeout_s)
-    except (CheckFailed, subprocess.TimeoutExpired, ValueError) as exc:
+    except (CheckFailed, ValueError) as exc:
         yield Result("FAIL", name, _short(exc))
         return
     yield Result("PASS", name, f"ran a probe job ({len(report['executors'])} tasks)")
