@@ -12,7 +12,8 @@ Checks, in order:
 - ``s3a connector``: ``spark.cluster_settings`` names ``hadoop-aws`` of the Hadoop version the
   installed pyspark bundles (jobs/s3a.py); SKIP when it names none (the image or EMR has it).
 - ``clock``: the S3 endpoint's ``Date`` header is within ``--max-clock-skew-s`` of this host's
-  clock (publish leases and deadlines compare times across machines).
+  clock (publish leases and deadlines compare times across machines); the same answer names a
+  bucket that does not exist (``bucket``), once instead of per prefix.
 - ``read``/``write``/``lock`` per bucket and prefix, for each role of infra/production/iam/
   (``ACCESS``): a read lists the prefix and reads one byte of an object (decrypting it), or, on
   an empty prefix, gets a 404 for an absent key (S3 answers 403 without s3:GetObject or
@@ -250,25 +251,28 @@ def _same_key(used: str, meta: dict) -> bool:
     return used in (meta.get("Arn"), meta.get("KeyId")) or used.endswith("/" + meta["KeyId"])
 
 
-def s3_clock_skew(store: Store) -> float:
-    """Seconds the S3 endpoint's clock (Date header) is ahead of this host's."""
+def s3_clock_skew(store: Store) -> tuple[float, str]:
+    """(seconds the S3 endpoint's clock, its Date header, is ahead of this host's; the error
+    code of the HEAD of the bucket, "" if it answered 200)."""
     from jobs.objstore import _http_date
 
     import botocore.exceptions
 
     s3 = store.store
     before = time.time()
+    code = ""
     try:  # any answer carries the Date header, a 403 or 404 too
         response = s3.client.head_bucket(Bucket=s3.bucket)
     except botocore.exceptions.ClientError as exc:
         response = exc.response
+        code = str(response.get("Error", {}).get("Code", ""))
     after = time.time()
     server = _http_date(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
     if server is None:
         raise CheckFailed("the endpoint sent no Date header")
     # The header has 1 s resolution and was stamped between before and after.
     local = (before + after) / 2
-    return server.timestamp() + 0.5 - local
+    return server.timestamp() + 0.5 - local, code
 
 
 # --- artefact, Airflow, Spark ------------------------------------------------------------------
@@ -462,20 +466,28 @@ def run_checks(cfg: Config, roles: list[str], *, master: Optional[str] = None,
     except (ValueError, ConfigError) as exc:
         yield Result("FAIL", "stores", _short(exc))
         return
-    # clock: one S3 endpoint answer per bucket
-    for store in stores.values():
+    # clock: one S3 endpoint answer per bucket; a bucket that does not exist is said once
+    missing = set()
+    for store in list(stores.values()):
         if not hasattr(store.store, "client"):
             yield Result("SKIP", f"clock {store.name}", f"{store.uri} is not on S3")
             continue
-
-        def clock(store=store) -> str:
-            skew = s3_clock_skew(store)
-            if abs(skew) > max_clock_skew_s:
-                raise CheckFailed(f"S3 Date header is {skew:+.1f} s off this host's clock "
-                                   f"(bound {max_clock_skew_s} s): fix NTP")
-            return f"S3 Date header {skew:+.1f} s from this host's clock (bound {max_clock_skew_s} s)"
-
-        yield _attempt(f"clock {_where(store)}", clock)
+        try:
+            skew, code = s3_clock_skew(store)
+        except Exception as exc:  # noqa: BLE001 - unreachable endpoint, no Date header
+            yield Result("FAIL", f"clock {_where(store)}", _short(exc))
+            continue
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            missing.add(store.name)
+            yield Result("FAIL", f"bucket {_where(store)}",
+                         "does not exist (NoSuchBucket): nothing under it was checked")
+        if abs(skew) > max_clock_skew_s:
+            yield Result("FAIL", f"clock {_where(store)}",
+                         f"S3 Date header is {skew:+.1f} s off this host's clock "
+                         f"(bound {max_clock_skew_s} s): fix NTP")
+        else:
+            yield Result("PASS", f"clock {_where(store)}", f"S3 Date header {skew:+.1f} s from "
+                                                            f"this host's clock (bound {max_clock_skew_s} s)")
     # stage access, each (mode, store, prefix) once, naming the roles that need it
     needs: dict[tuple[str, str, str], list[str]] = {}
     for role in roles:
@@ -488,6 +500,8 @@ def run_checks(cfg: Config, roles: list[str], *, master: Optional[str] = None,
             needs.setdefault(("lock", store_name, LOCKS), []).append(role)
     probes = {"read": check_read, "write": check_write}
     for (mode, store_name, prefix), who in needs.items():
+        if store_name in missing:
+            continue
         store = stores[store_name]
         label = f"{mode} {_where(store, prefix)} ({', '.join(who)})"
         if mode == "lock":
@@ -500,6 +514,8 @@ def run_checks(cfg: Config, roles: list[str], *, master: Optional[str] = None,
         yield Result("SKIP", "kms", "no SSE-KMS key configured (publish.sse_kms_key_id, "
                                     f"spark.cluster_settings {S3A_KEY})")
     for store_name, key_id, users in keys:
+        if store_name in missing:
+            continue
         store = stores[store_name]
         who = [r for r in roles if r in users]
         label = f"kms {key_id} ({', '.join(who or users)})"
