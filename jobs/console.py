@@ -6,7 +6,7 @@ reads logs through dt=D and publishes schedules/dt=D+1. ``recrawl COMMAND --help
 
 Exit status (jobs/errors.py, the README's table): 0 done; 2 a named refusal (bad date,
 config key or value, missing or uncommitted input, broken input contract), printed as one
-line; 3 lost to a concurrent writer or publish; 4 verification failed; 5 publish or alert
+line; 3 lost to a concurrent writer or publish; 4 verification failed or a preflight check FAILed; 5 publish or alert
 stopped part way; 6 `status` found something the next run needs missing; 1 anything else
 (a bug: traceback). --debug (anywhere) prints the traceback of a refusal too.
 """
@@ -86,6 +86,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "dump": ("jobs.dump", "main",
              "export state, plan or schedule of a date as CSV/Parquet, --host, --where "
              "(no Spark)"),
+    "preflight": ("jobs.preflight", "main",
+                  "check a deployment before its first run: buckets, KMS, artefact, Airflow, Spark"),
+    "dag-file": ("jobs.dag_file", "main",
+                 "print the installed DAG file's path (for the Airflow DAGs folder)"),
 }
 
 

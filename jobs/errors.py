@@ -31,7 +31,7 @@ EXIT_CODES = {
        "malformed input; nothing was written",
     3: "lost to a concurrent writer of the same partition or published day; nothing of "
        "this run is committed or live",
-    4: "the published day failed verification",
+    4: "the published day failed verification, or a `recrawl preflight` check failed",
     5: "publishing or alerting stopped part way (the previous published day stays live); "
        "retry",
     6: "`recrawl status`: something the next run needs is missing or uncommitted",

@@ -10,7 +10,7 @@ Which settings a session gets depends on its master, never on where it was start
 
 Under spark-submit (``PYSPARK_GATEWAY_PORT`` set) the master comes from the command line, and
 on the embedded master a key the command line (or spark-defaults.conf) set is never overridden.
-The DAG builds that command line by the same rule (``dags/recrawl_daily.py``,
+The DAG builds that command line by the same rule (``jobs/airflow_dag.py``,
 ``submit_options``).
 
 One key is the jobs' own, on every master: ``spark.sql.session.timeZone=UTC`` (date partitions,

@@ -20,7 +20,7 @@ DAG_FILE = os.path.join(REPO, "dags", "recrawl_daily.py")
 TASKS = ["wait_for_logs", "validate_logs", "update_state", "allocate", "build_schedule",
          "publish", "verify"]
 HEAVY = ("numpy", "pandas", "pyarrow", "pyspark", "scipy", "boto3", "botocore", "matplotlib")
-LIGHT_JOBS = {"jobs", "jobs.config", "jobs.dag_tasks", "jobs.errors", "jobs.notify",
+LIGHT_JOBS = {"jobs", "jobs.airflow_dag", "jobs.config", "jobs.dag_tasks", "jobs.errors", "jobs.notify",
               "jobs.paths"}  # stdlib only
 
 

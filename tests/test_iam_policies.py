@@ -15,7 +15,7 @@ import pytest
 
 PROD = Path(__file__).resolve().parent.parent / "infra" / "production"
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
-DATA, SCHED = "recrawl-data", "recrawl-schedules"
+DATA, SCHED, ART = "recrawl-data", "recrawl-schedules", "recrawl-artifacts"
 SPARK_WRITE = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
                "s3:ListMultipartUploadParts")  # S3A + magic committer rewrite partitions
 
@@ -37,11 +37,13 @@ def key_of(bucket: str) -> str:
 
 
 def spark_role(reads: tuple[str, ...], writes: tuple[str, ...]) -> dict[str, set[str]]:
-    """A Spark stage on the data root: read inputs, rewrite its outputs (multipart)."""
-    needs = {"s3:GetObject": objs(DATA, *reads, *writes),
+    """A Spark stage on the data root: read inputs, rewrite its outputs (multipart); the
+    artefact's code (YARN localises --py-files with the nodes' role); preflight's key check."""
+    needs = {"s3:GetObject": objs(DATA, *reads, *writes) | objs(ART, "recrawl"),
              "s3:ListBucket": listing(DATA, *reads, *writes),
              "s3:ListBucketMultipartUploads": {f"arn:aws:s3:::{DATA}"},
-             "kms:Decrypt": {key_of(DATA)}, "kms:GenerateDataKey": {key_of(DATA)}}
+             "kms:Decrypt": {key_of(DATA)}, "kms:GenerateDataKey": {key_of(DATA)},
+             "kms:DescribeKey": {key_of(DATA)}}
     for action in SPARK_WRITE[1:]:
         needs[action] = objs(DATA, *writes)
     return needs
@@ -52,7 +54,11 @@ def spark_role(reads: tuple[str, ...], writes: tuple[str, ...]) -> dict[str, set
 # (staging GET, lock/manifest conditional PUT + GET/HEAD, GC DELETE, LIST); verify.py
 # (schedules + the previous day, host_policy for the midnight gap); the fleet's reader
 # (jobs.verify.read_schedule: 404 means "republished, re-read", so it needs ListBucket);
-# the Airflow worker (dag_tasks.logs_present + validate_logs: footers, its _runs record).
+# the Airflow worker (dag_tasks.logs_present + validate_logs: footers, its _runs record; the
+# artefact, which spark-submit reads in client mode and `recrawl preflight` checks). Preflight
+# (jobs/preflight.py) probes with what the stages need, plus: kms:DescribeKey of the key a role
+# writes with, a delete of its probe in _runs/_preflight/, ListBucket on publish's staging
+# (so that a missing _shards.json is a 404, not a 403). release: CI uploads the artefact.
 NEEDS: dict[str, dict[str, set[str]]] = {
     "update_state": spark_role(
         reads=("fetch_logs", "signals", "frontier", "importance", "host_policy"),
@@ -63,8 +69,9 @@ NEEDS: dict[str, dict[str, set[str]]] = {
     "publish": {
         "s3:GetObject": objs(DATA, "schedules") | objs(SCHED, "schedules"),
         "s3:PutObject": objs(SCHED, "schedules"), "s3:DeleteObject": objs(SCHED, "schedules"),
-        "s3:ListBucket": listing(SCHED, "schedules"),
-        "kms:Decrypt": {key_of(DATA), key_of(SCHED)}, "kms:GenerateDataKey": {key_of(SCHED)}},
+        "s3:ListBucket": listing(SCHED, "schedules") | listing(DATA, "schedules"),
+        "kms:Decrypt": {key_of(DATA), key_of(SCHED)}, "kms:GenerateDataKey": {key_of(SCHED)},
+        "kms:DescribeKey": {key_of(SCHED)}},
     "verify": {
         "s3:GetObject": objs(SCHED, "schedules") | objs(DATA, "host_policy"),
         "s3:ListBucket": listing(SCHED, "schedules") | listing(DATA, "host_policy"),
@@ -74,11 +81,14 @@ NEEDS: dict[str, dict[str, set[str]]] = {
         "kms:Decrypt": {key_of(SCHED)}},
     "airflow_worker": {
         "s3:GetObject": objs(DATA, "fetch_logs", "importance", "host_policy", "signals",
-                             "frontier", "_runs"),
+                             "frontier", "_runs") | objs(ART, "recrawl"),
         "s3:ListBucket": listing(DATA, "fetch_logs", "importance", "host_policy", "signals",
                                  "frontier", "_runs"),
-        "s3:PutObject": objs(DATA, "_runs"),
+        "s3:PutObject": objs(DATA, "_runs"), "s3:DeleteObject": objs(DATA, "_runs/_preflight"),
         "kms:Decrypt": {key_of(DATA)}, "kms:GenerateDataKey": {key_of(DATA)}},
+    "release": {
+        "s3:GetObject": objs(ART, "recrawl"), "s3:PutObject": objs(ART, "recrawl"),
+        "s3:ListBucket": listing(ART, "recrawl")},
 }
 # Spark stage module -> the role it runs as.
 STAGE_ROLES = {"update_state": "update_state", "allocate": "allocate_build_schedule",
@@ -149,8 +159,8 @@ def test_no_wildcard_actions_or_resources(role):
 def test_kms_grants_are_scoped_to_s3_and_cover_every_encrypted_bucket_used(role):
     doc = load(PROD / "iam" / f"{role}.json")
     got = grants(doc)
-    for st in statements(doc):
-        if any(a.startswith("kms:") for a in as_list(st["Action"])):
+    for st in statements(doc):  # DescribeKey (metadata only) is preflight's, called directly
+        if any(a.startswith("kms:") and a != "kms:DescribeKey" for a in as_list(st["Action"])):
             assert st["Condition"]["StringEquals"]["kms:ViaService"].startswith("s3."), st["Sid"]
     for bucket in (DATA, SCHED):
         reads = any(r.startswith(f"arn:aws:s3:::{bucket}/") for r in got.get("s3:GetObject", ()))
@@ -172,7 +182,7 @@ def test_fetchers_can_list_so_a_missing_key_is_404_as_the_reader_expects():
     assert listing(SCHED, "schedules") <= grants(load(PROD / "iam" / "fetchers.json"))["s3:ListBucket"]
 
 
-@pytest.mark.parametrize("bucket", [DATA, SCHED])
+@pytest.mark.parametrize("bucket", [DATA, SCHED, ART])
 def test_bucket_policy_denies_plain_http(bucket):
     doc = load(PROD / "bucket_policies" / f"{bucket}.json")
     tls = [st for st in statements(doc) if st["Effect"] == "Deny"
@@ -212,6 +222,58 @@ def test_data_bucket_encrypts_every_put_with_its_key():
     assert other_alg and other_alg[0]["Condition"]["Null"] == {"s3:x-amz-server-side-encryption": "false"}
     assert any(_denies_when(st, "s3:x-amz-server-side-encryption-aws-kms-key-id", key_of(DATA))
                for st in denies)
-    spark = (PROD / "spark-defaults.conf").read_text()
-    assert re.search(r"fs\.s3a\.encryption\.algorithm\s+SSE-KMS", spark)
-    assert re.search(rf"fs\.s3a\.encryption\.key\s+{re.escape(key_of(DATA))}", spark)
+    from jobs.config import load_config
+
+    sent = load_config(str(PROD / "recrawl.production.toml")).spark.cluster_settings
+    assert sent["spark.hadoop.fs.s3a.encryption.algorithm"] == "SSE-KMS"
+    assert sent["spark.hadoop.fs.s3a.encryption.key"] == key_of(DATA)
+    assert "fs.s3a.encryption" not in (PROD / "spark-defaults.conf").read_text()  # one home
+
+
+# --- the artefacts bucket and who may assume each role ----------------------------------------
+
+ROLES = json.loads((PROD / "roles.json").read_text())
+ACCOUNT = "111122223333"
+
+
+def test_every_policy_belongs_to_exactly_one_role_with_a_trust_policy():
+    attached = [p for role in ROLES.values() for p in role["policies"]]
+    assert sorted(attached) == sorted(f"iam/{p.name}" for p in (PROD / "iam").glob("*.json"))
+    assert {f"iam/trust/{p.name}" for p in (PROD / "iam" / "trust").glob("*.json")} == \
+        {role["trust"] for role in ROLES.values()}
+    assert set(ROLES) == {p.stem for p in (PROD / "iam" / "trust").glob("*.json")}
+
+
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_trust_policy_names_who_may_assume_the_role(role):
+    """Allow only, one named principal kind (a service, a role of the account, an OIDC
+    provider with its audience and subject pinned), never ``*``, no Resource."""
+    for st in statements(load(PROD / ROLES[role]["trust"])):
+        assert st["Effect"] == "Allow" and "Resource" not in st, st
+        principal = st["Principal"]
+        assert isinstance(principal, dict) and len(principal) == 1 and "*" not in json.dumps(principal)
+        kind, value = next(iter(principal.items()))
+        if kind == "Service":
+            assert value == "ec2.amazonaws.com" and st["Action"] == "sts:AssumeRole"
+        elif kind == "AWS":
+            assert value.startswith(f"arn:aws:iam::{ACCOUNT}:role/") and st["Action"] == "sts:AssumeRole"
+        else:
+            assert kind == "Federated" and st["Action"] == "sts:AssumeRoleWithWebIdentity"
+            assert st["Condition"]["StringEquals"]["token.actions.githubusercontent.com:aud"] == \
+                "sts.amazonaws.com"
+            assert ":ref:refs/tags/" in st["Condition"]["StringLike"]["token.actions.githubusercontent.com:sub"]
+
+
+def test_only_the_release_role_writes_code_and_the_nodes_read_it():
+    """The artefacts bucket: code is written by CI's release role only (bucket policy), read by
+    whoever runs it (spark-submit on the Airflow workers, YARN localisation on the nodes)."""
+    denies = [st for st in statements(load(PROD / "bucket_policies" / f"{ART}.json"))
+              if st["Effect"] == "Deny" and "s3:PutObject" in as_list(st["Action"])]
+    assert len(denies) == 1 and "s3:DeleteObject" in denies[0]["Action"]
+    assert denies[0]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] == \
+        f"arn:aws:iam::{ACCOUNT}:role/recrawl-release"
+    writers = {r for r in NEEDS if any(x.startswith(f"arn:aws:s3:::{ART}/")
+                                       for x in NEEDS[r].get("s3:PutObject", ()))}
+    assert writers == {"release"} and ROLES["recrawl-release"]["policies"] == ["iam/release.json"]
+    readers = {r for r in NEEDS if objs(ART, "recrawl") <= NEEDS[r].get("s3:GetObject", set())}
+    assert {"update_state", "allocate_build_schedule", "airflow_worker"} <= readers
