@@ -6,7 +6,7 @@
 #   bash infra/cluster.sh stop [--dir DIR]
 # DIR defaults to var/cluster (logs, work dirs, conf/spark-defaults.conf, the cluster's python).
 # Submit to it with SPARK_CONF_DIR=DIR/conf and master spark://127.0.0.1:<port> from the JSON.
-# Logic lives in infra/local_cluster.py; tests/test_cluster.py runs the DAG on it.
+# Logic lives in infra/local_cluster.py; tests/ops/test_cluster.py runs the DAG on it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/env.sh"

@@ -17,7 +17,7 @@ if ! command -v java >/dev/null 2>&1; then
   fi
 fi
 
-# Headless Chromium and its driver for the report's browser test (tests/test_report.py).
+# Headless Chromium and its driver for the report's browser test (tests/ops/test_report.py).
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing chromium and chromium-driver (the report's browser test)" >&2

@@ -14,5 +14,5 @@ each other; what two stages share lives in a shared module. Subpackages:
 The simulator, backtest, studies, sample generator and demo are the lab (the top-level
 ``lab`` package), which this package never imports.
 
-The rules are checked by ``tests/test_layout.py``.
+The rules are checked by ``tests/ops/test_layout.py``.
 """

@@ -18,7 +18,7 @@ defined, else the log); a DeadlineAlert fires when the run has not published and
 updates the Asset ``recrawl_schedules`` (the schedules' S3 URI) for fleet-side DAGs.
 
 Parsing this file imports Airflow, jobs.config, jobs.dag_tasks and jobs.notify only: no
-numpy, pandas, pyarrow, pyspark or job stage (tests/test_dag_ops.py checks it).
+numpy, pandas, pyarrow, pyspark or job stage (tests/ops/test_dag_ops.py checks it).
 """
 from __future__ import annotations
 

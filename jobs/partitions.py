@@ -38,7 +38,7 @@ FORMAT = 1
 _SPARK_JOB = re.compile(r"part-\d+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
 
-# Fault injection for the kill tests (tests/test_state_safety.py), inert unless set:
+# Fault injection for the kill tests (tests/stages/test_state_safety.py), inert unless set:
 # RECRAWL_TEST_PAUSE_AT="<table>:<point>" makes the writer of <table> stop at <point>, after
 # writing a JSON note to the file RECRAWL_TEST_PAUSE_NOTE, until it is killed. Points:
 # "files_written" (the new data files are in dt=D/, the marker is still the old one) and

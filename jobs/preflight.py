@@ -61,7 +61,7 @@ PROBE_DIR = "_preflight"
 LOCKS = "schedules/_locks"
 
 # role (infra/production/iam/<role>.json) -> the stages it runs and what they do, per store:
-# "data" is paths.root, "publish" is publish.target. tests/test_production.py checks this
+# "data" is paths.root, "publish" is publish.target. tests/ops/test_production.py checks this
 # against the IAM policies' table of needs.
 ACCESS: dict[str, dict] = {
     "airflow_worker": {"stages": "wait_for_logs, validate_logs",

@@ -4,7 +4,7 @@ Spark reads and writes ``s3a://`` through Hadoop's ``hadoop-aws``, which must be
 Hadoop version pyspark bundles (``pyspark/jars/hadoop-client-api-<X.Y.Z>.jar``), with the AWS
 SDK v2 ``bundle`` that Hadoop release was built against (``aws-java-sdk-v2.version`` in
 ``hadoop-project-<X.Y.Z>.pom``), plus ``spark-hadoop-cloud`` of the same Spark and Scala
-version for the S3A committers. ``tests/test_production.py`` checks these constants against the
+version for the S3A committers. ``tests/ops/test_production.py`` checks these constants against the
 installed pyspark's jars and the production config example; ``recrawl preflight`` checks that
 ``spark.cluster_settings`` names the matching ``hadoop-aws``.
 

@@ -8,6 +8,6 @@
   tests import them.
 
 The lab may import the product (``jobs``); the product never imports the lab, and neither the
-wheel nor the cluster artefact contains it (``tests/test_layout.py``). It runs from a checkout
+wheel nor the cluster artefact contains it (``tests/ops/test_layout.py``). It runs from a checkout
 (``infra/env.sh`` puts the checkout on ``PYTHONPATH``).
 """

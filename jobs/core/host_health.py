@@ -56,7 +56,7 @@ and ``max_fetches_per_day``, :func:`jobs.core.plan.host_cap`), today's fetches `
   probe 0.1 Q) back to 0.8 N takes a day or two back to Q and to Q + 0.1 Q, then about
   log_{1+g}(10 (0.8 N / Q − 1)) probes. With g = 4 the host is asked for 0.8 N within 7 days
   of its recovery for N / Q up to 40 in every phase of the probe cycle
-  (``tests/test_host_health.py``); a host whose cap is thousands of times its old quota takes
+  (``tests/core/test_host_health.py``); a host whose cap is thousands of times its old quota takes
   longer, but its limit stops binding the plan long before.
 * **A tested day grows the limit**: the host was asked for at least u × L
   (u = ``rate_min_utilisation``; RFC 7661's rule for a rate-limited sender: an unused window

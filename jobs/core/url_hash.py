@@ -9,7 +9,7 @@ The function is the standard XXH64 (Collet, https://github.com/Cyan4973/xxHash, 
 ``doc/xxhash_spec.md``) of the string's UTF-8 bytes with a 64-bit seed, read little-endian,
 so it is the same on every platform and in every process; ``XXH64(b"", 0) =
 0xEF46DB3751D8E999`` and Spark's ``xxhash64(col)`` is this function with seed 42 (both
-checked in ``tests/test_lanes.py``). A value that is not a ``str`` is hashed as ``str(v)``.
+checked in ``tests/core/test_lanes.py``). A value that is not a ``str`` is hashed as ``str(v)``.
 
 :func:`unit` maps the hash to :math:`u = \lfloor h / 2^{11} \rfloor \cdot 2^{-53}`, the top
 53 bits as a double: uniform on a grid of :math:`2^{-53}` in [0, 1), never 1.0.

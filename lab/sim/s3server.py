@@ -12,7 +12,7 @@ Usage::
 The server runs every write (PUT/POST/DELETE) one at a time: moto checks ``If-Match`` /
 ``If-None-Match`` and then stores, in two steps, so two racing conditional PUTs could
 both win on moto while S3 guarantees exactly one does; serialising writes gives tests
-S3's semantics (``tests/test_publish_concurrency.py`` checks it).
+S3's semantics (``tests/ops/test_publish_concurrency.py`` checks it).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 directory, FetchLogWriter's row rules and ingest's one-fingerprint-version-per-day rule.
 
 The same reader against the S3 protocol (moto on loopback, 403s, a FetchLogWriter day read
-by Spark ingest) is tests/test_fleet_e2e.py.
+by Spark ingest) is tests/fleet/test_fleet_e2e.py.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from jobs.publish import build_manifest, publish
 from jobs.shards import to_schedule_table
 from tests.s3server import sample_schedule, stage_schedule
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATE = "2024-05-02"
 T0 = datetime(2024, 5, 2, 8, 30, tzinfo=timezone.utc)
 

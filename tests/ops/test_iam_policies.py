@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-PROD = Path(__file__).resolve().parent.parent / "infra" / "production"
-JOBS = Path(__file__).resolve().parent.parent / "jobs"
+PROD = Path(__file__).resolve().parents[2] / "infra" / "production"
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
 DATA, SCHED, ART = "recrawl-data", "recrawl-schedules", "recrawl-artifacts"
 SPARK_WRITE = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
                "s3:ListMultipartUploadParts")  # S3A + magic committer rewrite partitions

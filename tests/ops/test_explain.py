@@ -16,7 +16,7 @@ from jobs import (allocate, build_schedule, console, dag_tasks, partitions, upda
                   validate_logs, verify)
 from jobs.paths import schedule_date, work_path
 from tests.conftest import make_config
-from tests.test_queries import (check_answers, localised, query_blocks, run_duckdb,
+from tests.ops.test_queries import (check_answers, localised, query_blocks, run_duckdb,
                                 statements)
 
 DAYS = ("2026-11-27", "2026-11-28", "2026-11-29")

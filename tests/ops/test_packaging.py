@@ -10,7 +10,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO
-from tests.test_layout import FLEET_THIRD_PARTY
+from tests.ops.test_layout import FLEET_THIRD_PARTY
 
 
 def pins(path: str) -> dict[str, str]:

@@ -408,7 +408,7 @@ def test_spark_group_keys_equal_the_pure_ones_on_tricky_urls(spark, tmp_path):
     page spelled https://h, https://h/ and https://h/?q (one template: Spark used to file the
     bare form apart)."""
     from jobs.core.estimators_shrinkage import group_key_from_url
-    from tests.test_estimators import GROUP_KEY_CASES
+    from tests.core.test_estimators import GROUP_KEY_CASES
 
     pdf = pd.DataFrame([(u, h) for u, h, *_ in GROUP_KEY_CASES], columns=["url", "host"])
     cfg = make_config(str(tmp_path), "estimation.prior_level=hierarchical")

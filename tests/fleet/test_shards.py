@@ -18,7 +18,7 @@ from jobs.shards import (SHARD_INFO_DDL, shard_info_from_record, shard_of, shard
                          write_shard, write_shard_index)
 from tests.s3server import sample_schedule
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_shard_of_is_a_fixed_function_of_the_host():

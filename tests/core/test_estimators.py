@@ -221,7 +221,7 @@ def test_each_group_fits_as_if_alone_in_its_bucket():
 
 
 # (url, host, template, class): the shrinkage groups of URLs that passed ingest's URL rule
-# (host = jobs.core.hosts.url_host), tricky on purpose; tests/test_update_state_spark.py checks
+# (host = jobs.core.hosts.url_host), tricky on purpose; tests/stages/test_update_state_spark.py checks
 # the Spark expressions of update_state give the same keys.
 GROUP_KEY_CASES = [
     ("https://ex.com/news/2024/x", "ex.com", "ex.com/news", "*/news"),

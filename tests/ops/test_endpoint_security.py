@@ -11,7 +11,7 @@ import pytest
 from jobs.config import ConfigError, PublishConfig, load_config
 from jobs.publish import publish
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_default_endpoint_is_aws_itself():
@@ -74,9 +74,9 @@ def test_backtest_sets_its_endpoint_explicitly_or_publishes_nowhere_remote(tmp_p
 
 def test_every_caller_that_publishes_sets_the_endpoint():
     """The places that talk to a local S3 pass its endpoint; none relies on a default."""
-    dag_test = (REPO / "tests" / "test_dag.py").read_text()
+    dag_test = (REPO / "tests" / "ops" / "test_dag.py").read_text()
     assert "publish.endpoint_url={s3.endpoint_url}" in dag_test
-    for path in ("tests/test_publish.py", "tests/test_verify.py"):
+    for path in ("tests/ops/test_publish.py", "tests/ops/test_verify.py"):
         text = (REPO / path).read_text()
         calls = text.count("publish(") + text.count("verify(")
         assert calls and "endpoint_url=" in text, path

@@ -5,7 +5,7 @@ import pytest
 from jobs.core import audit_sample, url_hash
 
 # Spark's xxhash64(col) is XXH64 with seed 42 (as signed long); these values are Spark
-# 4.3's, and tests/test_allocate_spark.py checks the agreement on random strings live.
+# 4.3's, and tests/stages/test_allocate_spark.py checks the agreement on random strings live.
 SPARK_XXHASH64 = {
     "": -7444071767201028348, "a": -8582455328737087284, "abc": 1423657621850124518,
     "https://h0.example/p0": 1013589566830707571, "x" * 40: -5348608777870439244,

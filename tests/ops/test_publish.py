@@ -21,7 +21,7 @@ from tests.s3server import FlakyProxy, sample_schedule, stage_schedule
 DATE = "2024-05-02"
 EXTRA = {"config": {"n_shards": 4, "budget": 600}, "run_date": "2024-05-01",
          "window": ["2024-05-02T00:00:00Z", "2024-05-03T00:00:00Z"]}
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "jobs"
 LAB = REPO / "lab"
 
@@ -125,7 +125,7 @@ def test_product_modules_are_only_in_jobs_and_the_lab_has_no_stage():
 FLEET_SHARED = ("jobs", "jobs.core", "jobs.schemas", "jobs.core.hosts", "jobs.core.http_fields",
                 "jobs.storage", "jobs.errors")
 # Third-party imports (top-level names) of the fleet's install, `recrawl[fleet]`: the base
-# dependencies and the fleet extra (tests/test_packaging.py checks they are those of
+# dependencies and the fleet extra (tests/ops/test_packaging.py checks they are those of
 # pyproject.toml); botocore comes with boto3.
 FLEET_THIRD_PARTY = {"numpy", "pandas", "pyarrow", "boto3", "botocore", "resiliparse"}
 LAB_PACKAGES = ("lab",)

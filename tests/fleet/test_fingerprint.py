@@ -14,7 +14,7 @@ from jobs.fleet.fingerprint import (COSMETIC_MAX_DISTANCE, EMPTY_CONTENT_HASH, F
                               extract_main_text, fingerprint, is_cosmetic_change,
                               normalize_text, simhash_distance)
 
-FIXTURES = Path(__file__).parent / "fixtures" / "html"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "html"
 
 
 def _fixture(name: str) -> str:

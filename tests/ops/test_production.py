@@ -66,9 +66,9 @@ def test_production_config_sends_the_connector_and_its_settings():
 
 
 def test_preflight_access_table_is_the_iam_needs_table():
-    """What preflight probes per role is what the role's policy grants (tests/test_iam_policies)."""
+    """What preflight probes per role is what the role's policy grants (tests/ops/test_iam_policies)."""
     from jobs.preflight import ACCESS
-    from tests.test_iam_policies import DATA, NEEDS, SCHED, listing, objs
+    from tests.ops.test_iam_policies import DATA, NEEDS, SCHED, listing, objs
 
     buckets = {"data": DATA, "publish": SCHED}
     for role, access in ACCESS.items():
@@ -122,7 +122,7 @@ class Account:
                      for name in ("DATA", "SCHEDULES")}
         # step 1: buckets and their default encryption (placeholders -> this account). Not the
         # bucket policies: their first statement denies plain http, which loopback is, and moto
-        # takes a conditional Deny as matching; tests/test_iam_policies.py checks them.
+        # takes a conditional Deny as matching; tests/ops/test_iam_policies.py checks them.
         for bucket in BUCKETS:
             client.create_bucket(Bucket=bucket)
             client.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration=json.loads(

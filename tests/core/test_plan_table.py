@@ -6,7 +6,7 @@ import pytest
 from jobs.core import host_plan, plan_table
 from jobs.core.allocation_kkt import stale_visit_value
 from jobs.core.freshness import freshness
-from tests.test_host_plan import LEVELS, W0, _bucket, _by_host, _ctx
+from tests.core.test_host_plan import LEVELS, W0, _bucket, _by_host, _ctx
 
 
 def _split(out):

@@ -2,8 +2,8 @@
 server on loopback: a day published by the planner's publish is read shard by shard and the
 fetcher's log is written back, and the log is what the planner's contract expects.
 
-docs/queries.md's blocks (```sql duckdb / ```sql spark) run in tests/test_queries.py and
-tests/test_explain.py; here only that it holds no other kind of block.
+docs/queries.md's blocks (```sql duckdb / ```sql spark) run in tests/ops/test_queries.py and
+tests/ops/test_explain.py; here only that it holds no other kind of block.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Fast tier: the DuckDB blocks against a small root whose plan rows come from allocate's real
 third pass (jobs.core.host_plan.plan_bucket) and whose metrics and run records follow the
 contract. The Spark SQL blocks (and the DuckDB ones again) run on a root built by the real
-stages in tests/test_explain.py (e2e).
+stages in tests/ops/test_explain.py (e2e).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from jobs import metrics, schemas
 from jobs.config import load_config
 from jobs.core import host_plan
 from tests.conftest import REPO
-from tests.test_host_plan import LEVELS, _bucket, _ctx
+from tests.core.test_host_plan import LEVELS, _bucket, _ctx
 
 DOC = os.path.join(REPO, "docs", "queries.md")
 DEMO_ROOT = "var/demo/data"

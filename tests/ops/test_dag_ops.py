@@ -212,14 +212,14 @@ def test_custom_notifier_by_dotted_path(tmp_path):
 
     RECEIVED.clear()
     toml = _write_toml(tmp_path / "n.toml",
-                       airflow={"notifier": "tests.test_dag_ops.collecting_notifier"})
+                       airflow={"notifier": "tests.ops.test_dag_ops.collecting_notifier"})
     notify.send_alert(ALERT, toml)
     assert RECEIVED == [ALERT]
 
 
 # --- real DAG runs: a failure and a missed deadline; a publish and its Asset event ------------
 
-# The publish target of every DAG run in this test session (tests/test_dag.py's too): one asset
+# The publish target of every DAG run in this test session (tests/ops/test_dag.py's too): one asset
 # name must keep one URI while no scheduler orphans the old ones.
 TARGET = "s3://sched/daily"
 

@@ -29,7 +29,7 @@ DATE = "2024-05-02"
 EXTRA = {"run_date": "2024-05-01"}
 # Real publish processes killed and raced against the S3 server: the end-to-end tier.
 pytestmark = pytest.mark.e2e
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PAIRS = 10  # concurrent pairs tried per run (each ~2-4 s on 2 cores)
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.s3server import MotoS3Server, dummy_aws_env
-from tests.test_fleet_docs import code_blocks, fetch_log_rows, fetcher_env, publish_today
+from tests.fleet.test_fleet_docs import code_blocks, fetch_log_rows, fetcher_env, publish_today
 
 pytestmark = pytest.mark.e2e
 

@@ -1,7 +1,7 @@
 """A bucket of hosts is planned exactly as its hosts are one by one (jobs.core.host_plan).
 
-The per-host behaviour is tested on buckets of one host (tests/test_plan.py,
-tests/test_lanes.py); here every pass on a bucket of many hosts -- caps that bind and caps
+The per-host behaviour is tested on buckets of one host (tests/core/test_plan.py,
+tests/core/test_lanes.py); here every pass on a bucket of many hosts -- caps that bind and caps
 that do not, gone pages, frontier pages with and without importance, push signals, fast
 patterns, audits, untrusted validators -- must equal the same pass host by host.
 """

@@ -1,0 +1,1 @@
+"""The fleet's SDK (jobs.fleet): schedule reading, fetch logs, fingerprints, shards, its install alone and its documented example."""

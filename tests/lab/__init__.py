@@ -1,0 +1,1 @@
+"""The lab (lab/): the synthetic web, the backtest, benchmarks and studies."""
