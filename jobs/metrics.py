@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from jobs import partitions, schemas, storage
 from jobs.config import Config
-from jobs.core import budget_curve
+from jobs.core import budget_curve, observations
 from jobs.fleet.schedule import filesystem_for
 from jobs.partitions import MissingPartitionError
 from jobs.runlog import has_stage_record, read_stage_record
@@ -37,7 +37,8 @@ from jobs.runlog import has_stage_record, read_stage_record
 # Columns update_state's record owns (copied as they are); quarantined_rows is summed below.
 STATE_COLUMNS = ("urls_known", "urls_gone", "log_rows", "audit_freshness", "audit_freshness_lo",
                  "audit_freshness_hi", "audit_n", "hosts_limited", "hosts_blocked",
-                 "host_fetches", "host_errors", "host_throttled")
+                 "host_fetches", "host_errors", "host_throttled",
+                 *observations.FETCH_FIGURES)
 # Columns the planner owns, null on a day without a plan.
 PLAN_COLUMNS = tuple(c for c in schemas.METRICS.names
                      if c not in STATE_COLUMNS + ("dt", "quarantined_rows", "written_by",

@@ -252,6 +252,8 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
     C("tod_off_n", "float", "decayed changes seen between two of the page's phase windows of "
                             "the day: >= 0.5 refutes its day rhythm (jobs/core/timing.py, rhythm "
                             "checks; null: none)", True, False),
+    C("content_bytes", "int", "bytes of the last 2xx that carried a content hash: the stored "
+                              "copy's size, what a 304 of it saves (null: none yet)", True, False),
 ))
 
 HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
@@ -451,6 +453,16 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
                                   "from the hosts at the day's level: their rates under the "
                                   "politeness cap alone minus those they got (budget moved to "
                                   "other hosts)", True, False),
+    C("fetches_folded", "int", "the day's fetches of known URLs, audits aside (the budget "
+                               "the previous plan spent)", True, False),
+    C("fetches_304", "int", "of which answered 304 Not Modified (304 share: fetches_304 / "
+                            "fetches_folded)", True, False),
+    C("fetches_unchanged", "int", "of which found the page unchanged (a 2xx with the stored "
+                                  "hash, or a trusted 304): budget spent on pages that turned "
+                                  "out unchanged", True, False),
+    C("bytes_saved_304", "int", "bytes the 304s saved: the stored copy's size "
+                                "(state.content_bytes) less the 304's own bytes, summed", True,
+      False),
     C("expected_age_days", "float", "importance-weighted expected age (days) of known URLs' "
                                     "copies under the planned rates (Poisson; plan)", True, False),
     C("days_per_pass", "float", "urls_known / budget: days the day's budget takes to visit "
