@@ -246,7 +246,8 @@ def budget_section(doc: dict) -> list[str]:
                   {"factor": "× budget", "age_days": "age (days)", "today": ""}),
         ]
     parts += [
-        bar_chart("The day's multiplier: value of one more visit/day", [str(x)[5:] for x in series["dt"]],
+        bar_chart("The day's multiplier: value of one more visit/day",
+                  [str(x)[5:] for x in series["dt"]],
                   [("multiplier", series["multiplier"])], ylabel="importance-weighted freshness "
                   "per visit/day", xlabel="run date (UTC)", yfmt="{:.3g}"),
         table(series, {"multiplier": "{:.4g}", "expected_freshness": "{:.3f}",

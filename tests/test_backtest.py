@@ -189,7 +189,7 @@ def test_budget_check_on_a_small_web(spark, tmp_path):
     from jobs.backtest.loop import BacktestSpec
     from tests.s3server import MotoS3Server, dummy_aws_env
 
-    spec = BacktestSpec(urls=400, hosts=8, history_days=3, days=2, seed=2)
+    spec = BacktestSpec(urls=300, hosts=6, history_days=2, days=2, seed=2)
     with dummy_aws_env(), MotoS3Server() as s3:
         table = run(spec, tmp_path / "work", spark, s3.endpoint_url, log=lambda *a: None)
     assert sorted(set(table["factor"])) == [0.75, 1.25] and len(table) == 2 * spec.days

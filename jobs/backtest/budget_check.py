@@ -107,7 +107,7 @@ def run(spec: BacktestSpec, workdir: Path, spark, endpoint: str, factors=(0.75, 
 def markdown(table: pd.DataFrame) -> str:
     s = summary(table)
     lines = ["| × budget | day | days | predicted | realised | error (mean) | abs error | "
-             "Δ predicted | Δ realised | Δ abs error |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "Δ predicted | Δ realised | Δ abs error |", "|---" * 10 + "|"]
     for r in s.itertuples(index=False):
         lines.append(f"| {r.factor:g} | {'first' if r.first_day else 'later'} | {r.days} | "
                      f"{r.predicted:.3f} | {r.realised:.3f} | {r.error:+.3f} | {r.abs_error:.3f} | "

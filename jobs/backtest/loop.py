@@ -341,7 +341,8 @@ def _planner_figures(cfg: Config, run_date: str, day: int, alloc_rec: dict) -> d
             "due_total": alloc_rec.get("due_total"), "host_carried": alloc_rec.get("host_carried"),
             "expected_age_days": alloc_rec.get("expected_age_days"),
             # the budget advisor's what-if curve for the day this plan covers
-            **{c: alloc_rec.get(c) for c in budget_curve.FRESHNESS_COLUMNS + budget_curve.AGE_COLUMNS}}
+            **{c: alloc_rec.get(c)
+               for c in budget_curve.FRESHNESS_COLUMNS + budget_curve.AGE_COLUMNS}}
 
 
 AUDIT_KEYS = ("audit_freshness", "audit_freshness_lo", "audit_freshness_hi", "audit_n")

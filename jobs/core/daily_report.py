@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from jobs.core import budget_curve as bc
+
 # λ̂ histogram edges, changes/day: one bin per half decade from 1e-3 to 100, plus the rest.
 LAMBDA_EDGES = np.array([0.0, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0,
                          np.inf])
@@ -196,8 +198,6 @@ def budget_curve_frame(m: dict) -> pd.DataFrame:
     """The day's what-if curve (:mod:`jobs.core.budget_curve`) with today's point: per budget
     multiple, the budget and the expected freshness and age there (NaN: an empty point,
     or a row from before the curve existed)."""
-    from jobs.core import budget_curve as bc
-
     m = m if isinstance(m, dict) else {}
     budget = m.get("budget")
     rows = [{"factor": c, "freshness": m.get(f), "age_days": m.get(a), "today": False}
@@ -212,8 +212,6 @@ def budget_curve_frame(m: dict) -> pd.DataFrame:
 
 def budget_reading(curve: pd.DataFrame, factor: float = 1.25) -> str | None:
     """The report's one line: what ``factor`` × the budget would do to expected freshness."""
-    from jobs.core import budget_curve as bc
-
     today = curve[curve["today"]]
     points = curve[~curve["today"]]
     if today.empty or points.empty:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from jobs.core import budget_curve, bursts, http_fields, lanes, plan, plan_table, plan_work, probes, timing
+from jobs.core import budget_curve, bursts, http_fields, lanes, plan, plan_table, plan_work
+from jobs.core import probes, timing
 from jobs.core import observations as ob
 from jobs.core.host_groups import HostGroups
 from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context, re-exported)
@@ -362,13 +363,13 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     lam, period = work["lambda_hat"].to_numpy(), work["period_s"].to_numpy()
     figures["weighted_age"] = g.sum(budget_curve.weighted(imp, budget_curve.page_age(lam, rate)),
                                     live)
-    for c, alt in zip(budget_curve.FACTORS, curve_rates or [None] * len(budget_curve.FACTORS)):
-        k = budget_curve.factor_key(c)
-        figures[f"curve_wf_{k}"] = (np.full(g.n, np.nan) if alt is None else
-                                    g.sum(imp * budget_curve.page_freshness(lam, alt, period), live))
-        figures[f"curve_wa_{k}"] = (np.full(g.n, np.nan) if alt is None else
-                                    g.sum(budget_curve.weighted(imp, budget_curve.page_age(lam, alt)),
-                                          live))
+    bc = budget_curve
+    for c, alt in zip(bc.FACTORS, curve_rates or [None] * len(bc.FACTORS)):
+        k, empty = bc.factor_key(c), np.full(g.n, np.nan)
+        figures[f"curve_wf_{k}"] = (empty if alt is None else
+                                    g.sum(imp * bc.page_freshness(lam, alt, period), live))
+        figures[f"curve_wa_{k}"] = (empty if alt is None else
+                                    g.sum(bc.weighted(imp, bc.page_age(lam, alt)), live))
     for w_key, wf_key, mask in (("weight_sum", "weighted_freshness", live),
                                 ("w_fast", "wf_fast", lane == "fast"),
                                 ("w_refresh", "wf_refresh", (lane == "refresh") & ~gone)):
