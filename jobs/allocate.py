@@ -27,7 +27,7 @@ import sys
 from jobs import budget_cut, ingest, partitions, policy_rates, schemas, storage
 from jobs.cli import stage_main
 from jobs.config import Config
-from jobs.core import host_plan
+from jobs.core import budget_curve, host_plan
 from jobs.core.probes import PROBE_COLUMNS
 from jobs.core.timing import TIMING_COLUMNS
 from jobs.params import budget_params
@@ -194,7 +194,8 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
     planned.unpersist()
     buckets.unpersist()
     written = spark.read.parquet(*files)
-    cut = budget_cut.solve(written, rate_info["lane_budgets"], budget_params(cfg).daily_fetches)
+    daily = budget_params(cfg).daily_fetches
+    cut = budget_cut.solve(written, rate_info["lane_budgets"], daily)
     partitions.commit_files(cand_path, "candidates", files,
                             extra={"cut": cut, "figures": totals})
 
@@ -211,6 +212,10 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
         "expected_freshness": ratio("weighted_freshness", "weight_sum"),
         "expected_freshness_fast": ratio("wf_fast", "w_fast"),
         "expected_freshness_refresh": ratio("wf_refresh", "w_refresh"),
+        **budget_curve.run_figures(totals),
+        # the day's budget arithmetic over the URLs it planned (state's, gone included)
+        "days_per_pass": budget_curve.days_per_pass(totals["known_urls"] or 0, daily),
+        "budget_per_url": budget_curve.budget_per_url(totals["known_urls"] or 0, daily),
         "budget_cut": cut, "plan_rows": plan_rows["rows"], **rate_info,
         **ingest.crawl_delay_figures(spark, cfg),
     }

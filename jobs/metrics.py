@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from jobs import partitions, schemas, storage
 from jobs.config import Config
+from jobs.core import budget_curve, observations
 from jobs.fleet.schedule import filesystem_for
 from jobs.partitions import MissingPartitionError
 from jobs.runlog import has_stage_record, read_stage_record
@@ -36,7 +37,8 @@ from jobs.runlog import has_stage_record, read_stage_record
 # Columns update_state's record owns (copied as they are); quarantined_rows is summed below.
 STATE_COLUMNS = ("urls_known", "urls_gone", "log_rows", "audit_freshness", "audit_freshness_lo",
                  "audit_freshness_hi", "audit_n", "hosts_limited", "hosts_blocked",
-                 "host_fetches", "host_errors", "host_throttled")
+                 "host_fetches", "host_errors", "host_throttled",
+                 *observations.FETCH_FIGURES)
 # Columns the planner owns, null on a day without a plan.
 PLAN_COLUMNS = tuple(c for c in schemas.METRICS.names
                      if c not in STATE_COLUMNS + ("dt", "quarantined_rows", "written_by",
@@ -50,7 +52,9 @@ _ALLOCATE_KEYS = {  # metrics column -> allocate record key
     "expected_freshness_fast": "expected_freshness_fast",
     "expected_freshness_refresh": "expected_freshness_refresh", "spark_passes": "spark_passes",
     "crawl_delay_raised": "crawl_delay_raised", "crawl_delay_lowered": "crawl_delay_lowered",
-    "capacity_withheld": "health_withheld"}
+    "capacity_withheld": "health_withheld", "expected_age_days": "expected_age_days",
+    "days_per_pass": "days_per_pass", "budget_per_url": "budget_per_url",
+    **{c: c for c in budget_curve.FRESHNESS_COLUMNS + budget_curve.AGE_COLUMNS}}
 
 
 def plan_columns(cfg: Config, alloc: dict, built: dict, daily_fetches: int, split: str) -> dict:

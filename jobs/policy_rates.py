@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.config import Config
-from jobs.core import host_plan, lanes, plan_work
+from jobs.core import budget_curve, host_plan, lanes, plan_work
 from jobs.core.allocation_grid import multiplier_grid
 from jobs.params import budget_params, plan_context
 
@@ -82,8 +82,13 @@ def _level_columns(buckets):
 
 
 def _summaries(buckets, ctx, f_low, f_high):
-    rows = per_bucket(_level_columns(buckets), lambda pdf: host_plan.bucket_summary(pdf, ctx, f_low, f_high),
-                      host_plan.SUMMARY_DDL).toPandas()  # one row per host + a few bin rows
+    return split_summaries(per_bucket(
+        _level_columns(buckets), lambda pdf: host_plan.bucket_summary(pdf, ctx, f_low, f_high),
+        host_plan.SUMMARY_DDL).toPandas())  # one row per host + a few bin rows
+
+
+def split_summaries(rows: pd.DataFrame):
+    """Pass 1's rows as (hosts, frontier importance bins, their counts)."""
     hosts = rows[rows["bin"].isna()].reset_index(drop=True)
     bins = rows[rows["bin"].notna()].groupby("bin")["bin_count"].sum()
     return hosts, bins.index.to_numpy(dtype=np.int64), bins.to_numpy(dtype=float)
@@ -105,7 +110,16 @@ def _demand(buckets, ctx, grid):
 
 def solve_levels(spark, cfg: Config, buckets, window_start: float, window_end: float):
     """Run passes 1-2 over ``buckets`` (the page table after :func:`bucketed`) and return
-    the per-host context for pass 3 plus run figures.
+    the per-host context for pass 3 plus run figures (:func:`solve_from`)."""
+    return solve_from(cfg, window_start, window_end,
+                      lambda ctx, f_low, f_high: _summaries(buckets, ctx, f_low, f_high),
+                      lambda ctx, grid: _demand(buckets, ctx, grid))
+
+
+def solve_from(cfg: Config, window_start: float, window_end: float, summaries, demand_of):
+    """The driver's solve from pass 1 (``summaries(ctx, f_low, f_high)`` -> hosts, bins,
+    counts) and pass 2 (``demand_of(ctx, grid)`` -> summed demand, non-increasing): in
+    Spark :func:`solve_levels`, in memory any function of the same answers (the tests).
 
     Returns
     -------
@@ -118,8 +132,9 @@ def solve_levels(spark, cfg: Config, buckets, window_start: float, window_end: f
     ctx = plan_context(cfg, window_start, window_end)
     bp = budget_params(cfg)
     policy = ctx.policy
-    f_high = min(ctx.f_max, max(float(bp.daily_fetches), 1.0))
-    hosts, bins, counts = _summaries(buckets, ctx, ctx.f_min, f_high)
+    # The grid reaches f_max whatever the budget, so the levels of the what-if budgets
+    # (budget_curve) lie on the same grid as a run at that budget would use.
+    hosts, bins, counts = summaries(ctx, ctx.f_min, ctx.f_max)
     # Passes 2-3 plan only the audits the cut can keep; pass 1 counted all that are due.
     keep = lanes.audit_keep(lanes.share_targets(bp)["audit"], float(hosts["n_audit"].sum()))
     ctx = replace(ctx, audit_keep=keep)
@@ -150,15 +165,20 @@ def solve_levels(spark, cfg: Config, buckets, window_start: float, window_end: f
         if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo <= hi):
             lo, hi = 1e-6, 1.0  # no page the policy can price: any grid gives f_min
         grid = multiplier_grid(lo, hi, cfg.allocation.grid_points)
-        demand = _demand(buckets, ctx, grid)
+        demand = demand_of(ctx, grid)
         info["spark_passes"] = 3
         lb = budgets_for((grid, demand))  # the split ``auto`` and the discovery value
         ctx = replace(ctx, discovery_min_bin=lb.discovery_min_bin)
         info["discovery_value"] = lb.discovery_value
         solution = policy.solve_level(grid, demand, lb.refresh_solve, floor_demand=floor_need)
-        ctx = replace(ctx, level=solution)
+        curve = budget_curve.curve_levels(policy, grid, demand, lb.refresh_solve,
+                                          float(bp.daily_fetches), floor_need)
+        ctx = replace(ctx, level=solution, curve=curve)
         info.update(policy_level=float(solution.mu), grid_covered=bool(solution.covered),
-                    level_message=solution.message)
+                    level_message=solution.message,
+                    curve_budgets=[float(x) for x in budget_curve.curve_budgets(
+                        lb.refresh_solve, float(bp.daily_fetches))],
+                    curve_levels=[budget_curve.level_value(lv) for lv in curve])
         if cfg.policy.name == "optimal":
             info["refresh_value"] = lanes.refresh_marginal(grid, demand, lb.refresh_solve)
     else:

@@ -53,14 +53,14 @@ from jobs import ingest, metrics, outage, partitions, progress, schemas, storage
 from jobs.cli import Parser, add_date_arg, date_list, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.errors import OutageRefused, UsageError
-from jobs.core import replay, state_update, trust
+from jobs.core import observations, replay, state_update, trust
 from jobs.params import trust_params, update_params
 from jobs.paths import date_range, previous_day, quarantine_path
 from jobs.runlog import write_stage_record
 from jobs.spark_session import get_spark
 
 _LOG_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
-             "content_hash", "lane", "elapsed_ms", "retry_after"]
+             "content_hash", "bytes", "lane", "elapsed_ms", "retry_after"]
 _SIG_COLS = ["url", "host", "signaled_at"]
 _SIG_DDL = "url string, host string, signaled_at timestamp, dt string"
 _QUARANTINE_SOURCES = ("fetch_logs", "importance", "signals")
@@ -280,6 +280,7 @@ def run(cfg: Config, first: str, last: str, spark=None, no_fetches_on=()) -> lis
             **{f"quarantined_{s}": quarantined.get((d, s), 0) for s in _QUARANTINE_SOURCES},
             "urls_known": get("urls_known"), "urls_gone": get("urls_gone"),
             "urls_pending_signal": get("urls_pending_signal"),
+            **{k: get(k) for k in observations.FETCH_FIGURES},
             **(host_figs.get(d) or update_state.no_host_figures()),
             **update_state._audit_figures(cfg, get("audit_n"), get("audit_fresh")),
         }

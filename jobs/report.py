@@ -2,7 +2,8 @@
 
 No Spark: small pyarrow reads of committed partitions. ``metrics/dt=d`` of the last ``--days``
 days (audit freshness with its interval, the planner's expected freshness and how well it
-forecast the audit, due / planned / carried over), allocate's run record for D (budget by
+forecast the audit, due / planned / carried over, the day's what-if budget curve and the
+multiplier per day), allocate's run record for D (budget by
 lane and what was left unused), ``plan/dt=D`` read in row batches and reduced per host (hosts
 at their cap, the λ̂ distribution, the hosts with the most stale importance now) and
 ``quarantine/dt=D`` (counts by reason). The figures are computed by
@@ -107,6 +108,7 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
     allocate = read_stage_record(cfg, run_date, "allocate")
     sums, lam_counts = plan_figures(cfg, run_date)
     series = dr.freshness_series(dates, metrics)
+    curve = dr.budget_curve_frame(metrics[run_date])
     return {
         "run_date": run_date, "days": dates, "metrics": metrics[run_date],
         "missing": {d: m for d, m in metrics.items() if isinstance(m, str)},
@@ -118,6 +120,8 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
         "lambda": pd.DataFrame({"bin": dr.lambda_bin_labels(), "pages": lam_counts}),
         "quarantine": quarantine_frame(cfg, run_date),
         "stale_hosts": dr.top_stale_hosts(sums, top), "top": top,
+        "budget_curve": curve, "budget_reading": dr.budget_reading(curve),
+        "budget_series": dr.budget_series(dates, metrics),
     }
 
 

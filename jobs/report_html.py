@@ -170,6 +170,98 @@ def freshness_chart(series: pd.DataFrame) -> str:
     return "\n".join(out + _xlabels([str(d)[5:] for d in series["dt"]], slot) + ["</svg>"])
 
 
+def xy_chart(title: str, x, y, *, marker_x=None, marker_label: str = "", xlabel: str,
+             ylabel: str, yfmt: str = "{:.2f}", xfmt: str = "{:,.0f}", ymax=None) -> str:
+    """A line through (x, y) points on numeric axes from 0, each point with its value as a
+    tooltip, and a dashed vertical line at ``marker_x`` (labelled). NaN/None points are left
+    out of the line and listed as 'n/a' under the title."""
+    pts = [(float(a), float(b)) for a, b in zip(x, y) if not (_isnan(a) or _isnan(b))]
+    empty = [a for a, b in zip(x, y) if not _isnan(a) and _isnan(b)]
+    ytop = ymax if ymax is not None else _nice_max(max((b for _, b in pts), default=0.0))
+    xs = [a for a, _ in pts] + ([float(marker_x)] if not _isnan(marker_x) else [])
+    xtop = _nice_max(max(xs, default=0.0))
+    out = _frame(title, ylabel, xlabel, ytop, yfmt, [(ylabel, COLOURS[0], "line")])
+    ph, pw = H - TOP - BOTTOM, W - LEFT - RIGHT
+
+    def px(v):
+        return LEFT + pw * v / xtop
+
+    def py(v):
+        return TOP + ph - ph * min(max(v, 0.0), ytop) / ytop
+
+    for k in range(6):  # x ticks
+        v = xtop * k / 5
+        out.append(f'<text x="{px(v):.1f}" y="{TOP + ph + 16}" font-size="11" '
+                   f'text-anchor="middle">{esc(xfmt.format(v))}</text>')
+    if not _isnan(marker_x):
+        out.append(f'<line x1="{px(marker_x):.1f}" x2="{px(marker_x):.1f}" y1="{TOP}" '
+                   f'y2="{TOP + ph}" stroke="{COLOURS[3]}" stroke-dasharray="4 3"/>'
+                   f'<text x="{px(marker_x) + 4:.1f}" y="{TOP + 12}" font-size="11" '
+                   f'fill="{COLOURS[3]}">{esc(marker_label)}</text>')
+    if len(pts) > 1:
+        line = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in pts)
+        out.append(f'<polyline points="{line}" fill="none" stroke="{COLOURS[0]}" '
+                   f'stroke-width="2"/>')
+    for a, b in pts:
+        today = not _isnan(marker_x) and abs(a - float(marker_x)) <= 1e-9 * max(abs(a), 1.0)
+        out.append(f'<circle cx="{px(a):.1f}" cy="{py(b):.1f}" r="{5 if today else 3.5}" '
+                   f'fill="{COLOURS[3] if today else COLOURS[0]}">'
+                   f'<title>{esc(xfmt.format(a))}: {esc(yfmt.format(b))}</title></circle>')
+    if empty:
+        out.append(f'<text x="{W - RIGHT}" y="{TOP - 18}" font-size="10" fill="#b00" '
+                   f'text-anchor="end">n/a at {esc(", ".join(xfmt.format(a) for a in empty))}'
+                   f'</text>')
+    return "\n".join(out + ["</svg>"])
+
+
+def budget_section(doc: dict) -> list[str]:
+    """The Budget section: the day's what-if curve (freshness and age, today's budget
+    marked), the reading, and the multiplier and budget figures per day."""
+    curve, series = doc["budget_curve"], doc["budget_series"]
+    today = curve[curve["today"]]
+    budget = today["budget"].iloc[0] if len(today) else None
+    has_curve = bool(curve.loc[~curve["today"], "freshness"].notna().any())
+    mark = f"today: {num(budget)}"
+    parts = ["<h2>Budget</h2>",
+             "<p>What the planner expects at other daily budgets (the same caps, side lanes "
+             "and floors; the extra or missing visits priced at the level that spends them, "
+             "found as today's), and the value of one more visit/day (the multiplier) per "
+             "day.</p>"]
+    reading = doc.get("budget_reading")
+    parts.append(f'<p class="headline" id="budget-reading">{esc(reading)}.</p>' if reading else
+                 '<p class="missing">No what-if curve for this day (a policy without a '
+                 'budget level, or a row from before the curve).</p>')
+    if has_curve:
+        parts += [
+            xy_chart("Expected freshness against the daily budget", curve["budget"],
+                     curve["freshness"], marker_x=budget, marker_label=mark,
+                     xlabel="daily budget (visits/day)", ylabel="expected freshness",
+                     yfmt="{:.3f}", ymax=1.0),
+            xy_chart("Expected age against the daily budget", curve["budget"],
+                     curve["age_days"], marker_x=budget, marker_label=mark,
+                     xlabel="daily budget (visits/day)", ylabel="expected age (days)"),
+            table(curve.assign(today=curve["today"].map({True: "today", False: ""})),
+                  {"factor": "{:.2f}", "budget": "{:,.0f}", "freshness": "{:.4f}",
+                   "age_days": "{:.3f}"},
+                  {"factor": "× budget", "age_days": "age (days)", "today": ""}),
+        ]
+    parts += [
+        bar_chart("The day's multiplier: value of one more visit/day",
+                  [str(x)[5:] for x in series["dt"]],
+                  [("multiplier", series["multiplier"])], ylabel="importance-weighted freshness "
+                  "per visit/day", xlabel="run date (UTC)", yfmt="{:.3g}"),
+        table(series, {"multiplier": "{:.4g}", "expected_freshness": "{:.3f}",
+                       "expected_age_days": "{:.2f}", "days_per_pass": "{:.2f}",
+                       "budget_per_url": "{:.3f}", "share_304": "{:.1%}",
+                       "bytes_saved_304": "{:,.0f}", "share_unchanged": "{:.1%}"},
+              {"expected_freshness": "freshness", "expected_age_days": "age (days)",
+               "days_per_pass": "days per full pass", "budget_per_url": "visits/URL/day",
+               "share_304": "304 share", "bytes_saved_304": "bytes saved by 304s",
+               "share_unchanged": "fetches found unchanged"}),
+    ]
+    return parts
+
+
 def table(df: pd.DataFrame, formats: dict | None = None, headers: dict | None = None) -> str:
     """An HTML table of ``df``; every cell escaped; ``formats``: column -> format string."""
     formats, headers = formats or {}, headers or {}
@@ -239,6 +331,7 @@ def render(doc: dict) -> str:
         (f"<p>Unused budget: {esc(num(total['unused']))} of {esc(num(total['budget']))} "
          f"visits.</p>" if total is not None else
          '<p class="missing">allocate\'s run record has no budget cut.</p>'),
+        *budget_section(doc),
         "<h2>Due, planned and carried over</h2>",
         bar_chart("Visits due, planned and carried over per run",
                   [str(x)[5:] for x in flow["dt"]],

@@ -245,6 +245,8 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
     C("tod_off_n", "float", "decayed changes seen between two of the page's phase windows of "
                             "the day: >= 0.5 refutes its day rhythm (jobs/core/timing.py, rhythm "
                             "checks; null: none)", True, False),
+    C("content_bytes", "int", "bytes of the last 2xx that carried a content hash: the stored "
+                              "copy's size, what a 304 of it saves (null: none yet)", True, False),
 ))
 
 HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
@@ -371,6 +373,9 @@ QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
     C("row_json", "string", "the whole row as JSON"),
 ))
 
+from jobs.core.budget_curve import (  # noqa: E402  (pure: the curve's one home)
+    AGE_COLUMNS as _CURVE_AGE, FACTORS as _CURVE_FACTORS, FRESHNESS_COLUMNS as _CURVE_FRESHNESS)
+
 METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
                    "One row of run figures per date with state (jobs/metrics.py). State columns "
                    "come from that day's update_state or rebuild_state; plan columns are null "
@@ -441,6 +446,32 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
                                   "from the hosts at the day's level: their rates under the "
                                   "politeness cap alone minus those they got (budget moved to "
                                   "other hosts)", True, False),
+    C("fetches_folded", "int", "the day's fetches of known URLs, audits aside (the budget "
+                               "the previous plan spent)", True, False),
+    C("fetches_304", "int", "of which answered 304 Not Modified (304 share: fetches_304 / "
+                            "fetches_folded)", True, False),
+    C("fetches_unchanged", "int", "of which found the page unchanged (a 2xx with the stored "
+                                  "hash, or a trusted 304): budget spent on pages that turned "
+                                  "out unchanged", True, False),
+    C("bytes_saved_304", "int", "bytes the 304s saved: the stored copy's size "
+                                "(state.content_bytes) less the 304's own bytes, summed", True,
+      False),
+    C("expected_age_days", "float", "importance-weighted expected age (days) of known URLs' "
+                                    "copies under the planned rates (Poisson; plan)", True, False),
+    C("days_per_pass", "float", "urls_known / budget: days the day's budget takes to visit "
+                                "every known URL once (plan)", True, False),
+    C("budget_per_url", "float", "budget / urls_known: visits per known URL per day (plan)",
+      True, False),
+) + tuple(
+    C(col, "float", f"what-if curve: expected_freshness at {factor:g} x budget, the extra or "
+                    "missing visits priced by the policy at the level that spends them, same "
+                    "caps, side lanes and floors (jobs/core/budget_curve.py; null: floors not "
+                    "affordable there)", True, False)
+    for factor, col in zip(_CURVE_FACTORS, _CURVE_FRESHNESS)
+) + tuple(
+    C(col, "float", f"what-if curve: expected_age_days at {factor:g} x budget", True, False)
+    for factor, col in zip(_CURVE_FACTORS, _CURVE_AGE)
+) + (
     C("config_json", "string", "the config that produced the run"),
 ))
 

@@ -49,7 +49,7 @@ _FOLD_DDL = (schemas.STATE.spark_ddl() + "".join(f", {c} bigint" for c in _EV)
 _PRIOR_DDL = ("_level int, _group string, prior_shape double, prior_rate double, "
               "prior_em boolean")
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
-             "content_hash", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
+             "content_hash", "bytes", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
              "is_signal", "lane", "importance", "is_importance"]
 
 
@@ -395,6 +395,7 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
                          .alias("urls_pending_signal"),
                          F.sum("ev_audit_n").alias("audit_n"),
                          F.sum("ev_audit_fresh").alias("audit_fresh"),
+                         *[F.sum(ev).alias(k) for k, ev in observations.FETCH_FIGURES.items()],
                          F.count("_prev_fetch_at").alias("stale_urls")).first().asDict()
     logs, bad_logs = _split_stale(folded, logs, bad_logs, int(figures["stale_urls"]))
     hosts = _write_hosts(spark, cfg, run_date, folded, logs, hosts_prev)
@@ -408,6 +409,7 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
         "urls_known": int(figures["urls_known"] or 0),
         "urls_gone": int(figures["urls_gone"] or 0),
         "urls_pending_signal": int(figures["urls_pending_signal"] or 0),
+        **{k: int(figures[k] or 0) for k in observations.FETCH_FIGURES},
         **hosts, **audit,
     }
     for frame in cached:

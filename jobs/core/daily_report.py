@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from jobs.core import budget_curve as bc
+
 # λ̂ histogram edges, changes/day: one bin per half decade from 1e-3 to 100, plus the rest.
 LAMBDA_EDGES = np.array([0.0, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0,
                          np.inf])
@@ -187,3 +189,65 @@ def quarantine_counts(frame: pd.DataFrame) -> pd.DataFrame:
     out = f.groupby(["source", "reason"], sort=True, dropna=False)["rows"].sum().reset_index()
     return out.sort_values(["rows", "source", "reason"], ascending=[False, True, True]
                            ).reset_index(drop=True).astype({"rows": "int64"})
+
+
+BUDGET_CURVE_COLUMNS = ("factor", "budget", "freshness", "age_days", "today")
+
+
+def budget_curve_frame(m: dict) -> pd.DataFrame:
+    """The day's what-if curve (:mod:`jobs.core.budget_curve`) with today's point: per budget
+    multiple, the budget and the expected freshness and age there (NaN: an empty point,
+    or a row from before the curve existed)."""
+    m = m if isinstance(m, dict) else {}
+    budget = m.get("budget")
+    rows = [{"factor": c, "freshness": m.get(f), "age_days": m.get(a), "today": False}
+            for c, f, a in zip(bc.FACTORS, bc.FRESHNESS_COLUMNS, bc.AGE_COLUMNS)]
+    rows.append({"factor": 1.0, "freshness": m.get("expected_freshness"),
+                 "age_days": m.get("expected_age_days"), "today": True})
+    out = pd.DataFrame(rows).sort_values("factor", kind="stable").reset_index(drop=True)
+    out["budget"] = out["factor"] * (float(budget) if budget is not None else np.nan)
+    out = out[list(BUDGET_CURVE_COLUMNS)]
+    return out.astype({"freshness": float, "age_days": float, "budget": float})
+
+
+def budget_reading(curve: pd.DataFrame, factor: float = 1.25) -> str | None:
+    """The report's one line: what ``factor`` × the budget would do to expected freshness."""
+    today = curve[curve["today"]]
+    points = curve[~curve["today"]]
+    if today.empty or points.empty:
+        return None
+    f = [None if pd.isna(v) else float(v) for v in points["freshness"]]
+    t = today.iloc[0]
+    return bc.reading(list(points["budget"]), f, t["budget"],
+                      None if pd.isna(t["freshness"]) else float(t["freshness"]), factor)
+
+
+BUDGET_SERIES_COLUMNS = ("dt", "multiplier", "expected_freshness", "expected_age_days",
+                         "days_per_pass", "budget_per_url", "share_304", "bytes_saved_304",
+                         "share_unchanged")
+
+
+def budget_series(days: list[str], metrics: dict) -> pd.DataFrame:
+    """Per day the budget figures: the day's multiplier (the value of one more visit/day:
+    ``refresh_marginal_value``, else the policy's level), expected freshness and age, days
+    per full pass and visits per known URL at the day's budget, and from the day's logs the
+    share of fetches answered 304, the bytes the 304s saved and the share of the budget
+    spent on pages found unchanged. NaN on a day without metrics or before a column."""
+    rows = []
+    for d in days:
+        m = metrics.get(d) if isinstance(metrics.get(d), dict) else {}
+        mu = m.get("refresh_marginal_value")
+        folded = m.get("fetches_folded")
+        rows.append({
+            "dt": d, "multiplier": mu if mu is not None else m.get("policy_level"),
+            "expected_freshness": m.get("expected_freshness"),
+            "expected_age_days": m.get("expected_age_days"),
+            "days_per_pass": m.get("days_per_pass"), "budget_per_url": m.get("budget_per_url"),
+            "share_304": (m.get("fetches_304") / folded
+                          if folded and m.get("fetches_304") is not None else None),
+            "bytes_saved_304": m.get("bytes_saved_304"),
+            "share_unchanged": (m.get("fetches_unchanged") / folded
+                                if folded and m.get("fetches_unchanged") is not None else None),
+        })
+    out = pd.DataFrame(rows, columns=list(BUDGET_SERIES_COLUMNS))
+    return out.astype({c: float for c in BUDGET_SERIES_COLUMNS[1:]})

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from jobs.core import bursts, http_fields, lanes, plan, plan_table, plan_work, probes, timing
+from jobs.core import budget_curve, bursts, http_fields, lanes, plan, plan_table, plan_work
+from jobs.core import probes, timing
 from jobs.core import observations as ob
 from jobs.core.host_groups import HostGroups
 from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context, re-exported)
@@ -37,7 +38,8 @@ CANDIDATE_COLUMNS = [c.split()[0] for c in CANDIDATE_DDL.split(", ")]
 HOST_FIGURES_DDL = (  # each host's figures, in plan_bucket's url-null rows (summed per run)
     "due_count long, carried long, known_urls long, weight_sum double, "
     "weighted_freshness double, w_fast double, wf_fast double, w_refresh double, "
-    "wf_refresh double, signals long, cap long, discovery_deferred long, health_withheld double")
+    "wf_refresh double, signals long, cap long, discovery_deferred long, health_withheld double, "
+    "weighted_age double, " + ", ".join(f"{c} double" for c in budget_curve.SUM_COLUMNS))
 HOST_FIGURES = [c.split()[0] for c in HOST_FIGURES_DDL.split(", ")]
 # plan_bucket's output (one Spark pass): visits, host figures and per-page plan rows
 PLAN_DDL = CANDIDATE_DDL + ", " + HOST_FIGURES_DDL + ", " + plan_table.PLAN_ROW_DDL
@@ -259,7 +261,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     """
     b = plan_work.load(pages, ctx)
     pages, g, work = b.pages, b.groups, b.work
-    rate, res = plan_work.lane_rates(b, ctx)
+    rate, res, curve_rates = plan_work.lane_rates_at(b, ctx, ctx.curve)
     last_fetch, last_success, signal_at = (plan_work.seconds(pages, c) for c in TIME_COLUMNS)
     known, gone = work["known"].to_numpy(), work["gone"].to_numpy()
     # A trusted push signal newer than the last fetch: due now, P(changed) = 1, when a visit
@@ -357,6 +359,17 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
                "known_urls": g.count(known), "signals": g.count(signaled), "cap": b.cap,
                "discovery_deferred": g.count((lane == "discovery") & ~keep),
                "health_withheld": _health_withheld(b, rate, ctx)}
+    # The budget advisor: Σ w·A today, and Σ w·F, Σ w·A at each what-if level (empty: null).
+    lam, period = work["lambda_hat"].to_numpy(), work["period_s"].to_numpy()
+    figures["weighted_age"] = g.sum(budget_curve.weighted(imp, budget_curve.page_age(lam, rate)),
+                                    live)
+    bc = budget_curve
+    for c, alt in zip(bc.FACTORS, curve_rates or [None] * len(bc.FACTORS)):
+        k, empty = bc.factor_key(c), np.full(g.n, np.nan)
+        figures[f"curve_wf_{k}"] = (empty if alt is None else
+                                    g.sum(imp * bc.page_freshness(lam, alt, period), live))
+        figures[f"curve_wa_{k}"] = (empty if alt is None else
+                                    g.sum(bc.weighted(imp, bc.page_age(lam, alt)), live))
     for w_key, wf_key, mask in (("weight_sum", "weighted_freshness", live),
                                 ("w_fast", "wf_fast", lane == "fast"),
                                 ("w_refresh", "wf_refresh", (lane == "refresh") & ~gone)):

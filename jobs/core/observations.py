@@ -42,7 +42,13 @@ EVIDENCE_COLUMNS = (
     "ev_lm_agree_chg", "ev_lm_agree_same", "ev_lm_frozen", "ev_lm_volatile",
     "ev_sig_received", "ev_sig_correct", "ev_sig_wrong",
     "ev_audit_n", "ev_audit_fresh",
+    # What the day's fetches bought: those that found the page unchanged (a 2xx with the
+    # stored hash, a trusted 304), and the bytes 304s saved against the stored copy's size.
+    "ev_unchanged", "ev_bytes_saved",
 )
+#: The day's fetch figures (run records and metrics) -> the evidence column summed for each.
+FETCH_FIGURES = {"fetches_folded": "ev_fetches", "fetches_304": "ev_304",
+                 "fetches_unchanged": "ev_unchanged", "bytes_saved_304": "ev_bytes_saved"}
 
 def is_error(status) -> np.ndarray:
     """Status 0 (network error/timeout), 429 or 5xx: no observation, counted for health."""

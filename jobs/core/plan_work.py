@@ -63,6 +63,7 @@ class PlanContext:
     fast_floor: bool                          # fast rate = floor of a joint policy solve
     discovery_min_bin: Optional[int] = None   # None: every frontier URL is a candidate
     level: Any = None                         # float or MultiplierSolution (pass 3)
+    curve: tuple = ()                         # budget_curve.FACTORS' levels (None: empty point)
     max_visits_per_url: int = 24
     audit_keep: float = 1.0                   # share of due audits the cut can keep (lanes.audit_keep)
     timing: Optional[TimingParams] = None     # None: no rhythm learnt, even spacing
@@ -238,6 +239,14 @@ def priced_pages(b: Bucket, res: Reservations, ctx: PlanContext):
 def lane_rates(b: Bucket, ctx: PlanContext) -> tuple[np.ndarray, Reservations]:
     """Final visits/day of every page; refresh at the driver's level under each host's
     remaining cap (every host re-solves its own cap multiplier, so none overspends)."""
+    rate, res, _ = lane_rates_at(b, ctx)
+    return rate, res
+
+
+def lane_rates_at(b: Bucket, ctx: PlanContext, levels=()):
+    """:func:`lane_rates`, and every page's rates with the priced pages at each of the
+    other ``levels`` instead of the day's (the other lanes as planned; None: none). The
+    hosts' cap prices are solved once for all levels."""
     res = reservations(b, ctx)
     work, codes = b.work, b.groups.codes
     rate = np.zeros(len(work))
@@ -253,9 +262,15 @@ def lane_rates(b: Bucket, ctx: PlanContext) -> tuple[np.ndarray, Reservations]:
     if is_ref.any() and ctx.policy is None:  # no policy: the backoff interval as is
         rate[is_ref] = np.clip(86400.0 / work.loc[is_ref, "interval_s"].to_numpy(),
                                ctx.f_min, ctx.f_max)
-    elif ctx.policy is not None:
+    others = [None if lv is None else rate for lv in levels]  # nothing priced: as planned
+    if ctx.policy is not None:
         idx, priced, priced_codes, caps = priced_pages(b, res, ctx)
         if idx.size:
             level = 1.0 if ctx.level is None else ctx.level
-            rate[idx] = ctx.policy.hosts_rates(priced, priced_codes, caps, level)
-    return rate, res
+            solved = ctx.policy.hosts_rates_at(priced, priced_codes, caps, [level, *levels])
+            others = [None if r is None else rate.copy() for r in solved[1:]]
+            rate[idx] = solved[0]
+            for out, r in zip(others, solved[1:]):
+                if out is not None:
+                    out[idx] = r
+    return rate, res, others

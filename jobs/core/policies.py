@@ -147,11 +147,18 @@ class RatePolicy:
     def hosts_rates(self, pages, codes, caps, level):
         """:meth:`host_rates` of many hosts' pages at once; each host solves its own cap
         price :math:`m_h` (``host_cap_levels``, every host in one vectorised search)."""
+        return self.hosts_rates_at(pages, codes, caps, [level])[0]
+
+    def hosts_rates_at(self, pages, codes, caps, levels):
+        """:meth:`hosts_rates` at each of ``levels`` (None: no rates), the hosts' cap prices
+        solved once for all of them (the budget advisor's what-if levels)."""
         caps = np.asarray(caps, dtype=float)
         rate_fn = self.floored_rate_fn(pages)
         hosts = host_cap_levels(rate_fn, np.asarray(codes), np.bincount(codes, minlength=caps.size),
                                 caps)
-        return blended_rates(lambda lv: rates_at_level(rate_fn, hosts, lv)[0], level)
+        return [None if lv is None else
+                blended_rates(lambda x: rates_at_level(rate_fn, hosts, x)[0], lv)
+                for lv in levels]
 
 
 @dataclass(frozen=True)

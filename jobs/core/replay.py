@@ -52,7 +52,7 @@ HEALTH_SUMS = ("fetches", "timeouts", "errors_5xx", "throttled_429", "throttled"
 POLITENESS = ("crawl_delay_s", "max_fetches_per_day")
 #: Per-day figures of the bucket, summed over buckets into each day's run record.
 FIGURES = ("urls_known", "urls_gone", "urls_pending_signal", "audit_n", "audit_fresh",
-           "stale_rows")
+           "stale_rows", *observations.FETCH_FIGURES)
 
 
 @dataclass
@@ -159,7 +159,8 @@ def _figures(day: str, folded: pd.DataFrame, stale_rows: int) -> dict:
             "urls_gone": int(folded["gone"].astype(bool).sum()) if len(folded) else 0,
             "urls_pending_signal": int(folded["pending_signal_at"].notna().sum()),
             "audit_n": int(folded["ev_audit_n"].sum()),
-            "audit_fresh": int(folded["ev_audit_fresh"].sum()), "stale_rows": stale_rows}
+            "audit_fresh": int(folded["ev_audit_fresh"].sum()), "stale_rows": stale_rows,
+            **{k: int(folded[ev].sum()) for k, ev in observations.FETCH_FIGURES.items()}}
 
 
 def _outage_figures(day: str, state: pd.DataFrame) -> dict:

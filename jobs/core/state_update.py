@@ -51,7 +51,11 @@ BASE_COLUMNS = [
 #: dynamic pages send ``Last-Modified: <now>``, and HTTP-date counts whole seconds.
 LAST_MODIFIED_NOW_S = 2.0
 
-STATE_COLUMNS = BASE_COLUMNS + list(es.STATS_COLUMNS) + list(timing.TIMING_COLUMNS)
+#: The stored copy's size (bytes of the last 2xx that carried a content hash), what a 304
+#: of it saved.
+SIZE_COLUMN = "content_bytes"
+STATE_COLUMNS = (BASE_COLUMNS + list(es.STATS_COLUMNS) + list(timing.TIMING_COLUMNS)
+                 + [SIZE_COLUMN])
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,14 @@ def _col(frame, name, default):
     return pd.array(frame[name], dtype="boolean").fillna(default).to_numpy(dtype=bool) \
         if name in frame else \
         np.full(len(frame), default, dtype=bool)
+
+
+def _numbers(frame, name) -> np.ndarray:
+    """``frame[name]`` as floats (NaN where null), all NaN when the column is absent (a
+    state written before it, logs without it)."""
+    if name not in frame:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[name]).to_numpy(dtype=float, na_value=np.nan).copy()
 
 
 def _add_new_urls(state: pd.DataFrame, logs: pd.DataFrame) -> pd.DataFrame:
@@ -160,6 +172,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     etag = state["etag"].to_numpy(dtype=object)
     lastmod = state["last_modified"].to_numpy(dtype=object)
     chash = state["content_hash"].to_numpy(dtype=object)
+    size = _numbers(state, SIZE_COLUMN)
     interval = pd.to_numeric(state["interval_s"]).to_numpy(dtype=float)
     interval = np.where(np.isnan(interval), params.initial_s, interval)
 
@@ -185,6 +198,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     # in that form (an RFC 850 year read as of the row's fetch), ready for If-Modified-Since.
     l_lm = http_fields.normalise_http_dates(logs["last_modified"].to_numpy(dtype=object), t_fetch)
     l_hash = logs["content_hash"].to_numpy(dtype=object)
+    l_bytes = _numbers(logs, "bytes")
     l_trust_etag, l_trust_lm = _col(logs, "trust_etag", False), _col(logs, "trust_lm", False)
     # Only a trusted Last-Modified is ever read as a change time: parse just those.
     l_lm_s = np.full(len(logs), np.nan)
@@ -263,6 +277,11 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         obs_chg.append(changed[observed])
         obs_lm.append(lm_info[observed])
         _count_evidence(ev, i, c, changed, l_etag[sel], etag[i], l_lm[sel], lastmod[i])
+        ev["ev_unchanged"][i] += observed & ~changed
+        # A 304 of a copy whose size we know saved that size less its own bytes.
+        saved = np.where(c["not_mod"] & np.isfinite(size[i]) & np.isfinite(l_bytes[sel]),
+                         np.clip(size[i] - l_bytes[sel], 0.0, None), 0.0)
+        ev["ev_bytes_saved"][i] += np.round(saved).astype(np.int64)
 
         n_obs[i] += observed
         n_chg[i] += changed
@@ -282,6 +301,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         upd_ok = i[ok]
         etag[upd_ok], lastmod[upd_ok] = l_etag[sel][ok], l_lm[sel][ok]
         chash[upd_ok] = np.where(pd.isna(l_hash[sel][ok]), chash[upd_ok], l_hash[sel][ok])
+        sized = ok & ~pd.isna(l_hash[sel]) & np.isfinite(l_bytes[sel])
+        size[i[sized]] = l_bytes[sel][sized]
         nm = i[not_mod]
         etag[nm] = np.where(pd.isna(l_etag[sel][not_mod]), etag[nm], l_etag[sel][not_mod])
         lastmod[nm] = np.where(pd.isna(l_lm[sel][not_mod]), lastmod[nm], l_lm[sel][not_mod])
@@ -316,6 +337,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         out[name] = stats[name].to_numpy(dtype=float)
     for name in timing.TIMING_COLUMNS:
         out[name] = tod[name]
+    out[SIZE_COLUMN] = pd.array(np.where(np.isnan(size), None, size), dtype="Int64")
     if estimate:
         rates = estimate_with_priors(out, level=params.level)
         for name in ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior"):

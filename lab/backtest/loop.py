@@ -29,6 +29,7 @@ from jobs import allocate, build_schedule, dag_tasks, rebuild_state, update_stat
 from lab.backtest import audit
 from lab.backtest.report import page_kinds
 from jobs.config import Config, load_config, toml_text
+from jobs.core import budget_curve
 from jobs.core.plan import host_cap
 from jobs.core.timing import DAY_S, WEEK_S
 from lab.sim import Simulation, WebParams, run_history
@@ -337,7 +338,11 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
 def _planner_figures(cfg: Config, run_date: str, day: int, alloc_rec: dict) -> dict:
     """The planner's own view of the run for ``run_date``."""
     return {"expected_freshness": alloc_rec.get("expected_freshness"),
-            "due_total": alloc_rec.get("due_total"), "host_carried": alloc_rec.get("host_carried")}
+            "due_total": alloc_rec.get("due_total"), "host_carried": alloc_rec.get("host_carried"),
+            "expected_age_days": alloc_rec.get("expected_age_days"),
+            # the budget advisor's what-if curve for the day this plan covers
+            **{c: alloc_rec.get(c)
+               for c in budget_curve.FRESHNESS_COLUMNS + budget_curve.AGE_COLUMNS}}
 
 
 AUDIT_KEYS = ("audit_freshness", "audit_freshness_lo", "audit_freshness_hi", "audit_n")

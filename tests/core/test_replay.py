@@ -150,7 +150,11 @@ def test_replay_equals_the_daily_loop(params, n_buckets):
             "urls_pending_signal": int(folded["pending_signal_at"].notna().sum()),
             "audit_n": int(folded["ev_audit_n"].sum()),
             "audit_fresh": int(folded["ev_audit_fresh"].sum()),
-            "stale_rows": len(daily[d]["stale"])}, d
+            "stale_rows": len(daily[d]["stale"]),
+            "fetches_folded": int(folded["ev_fetches"].sum()),
+            "fetches_304": int(folded["ev_304"].sum()),
+            "fetches_unchanged": int(folded["ev_unchanged"].sum()),
+            "bytes_saved_304": int(folded["ev_bytes_saved"].sum())}, d
         stale = got["stale"][got["stale"]["dt"] == d]
         assert sorted(stale["url"]) == sorted(set(daily[d]["stale"]["url"])), d
     # The web exercises what makes days depend on each other.

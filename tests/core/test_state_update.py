@@ -63,6 +63,36 @@ def test_changed_means_hash_differs_and_trusted_304_is_unchanged():
     assert row.ev_etag_volatile == 1 and row.ev_etag_agree_chg == 1 and row.ev_compared == 2
 
 
+def test_the_stored_size_prices_what_each_304_saved():
+    """A 2xx with a hash stores its size; a 304 (trusted or not: it was not downloaded)
+    saves that size less its own bytes; fetches that found the page unchanged are counted."""
+    def with_bytes(frame, sizes, trust=True):
+        return frame.assign(bytes=sizes)
+
+    day1 = logs([("u", "2026-11-01T00:00Z", 200, '"a"', None, "h1"),
+                 ("v", "2026-11-01T00:00Z", 200, '"x"', None, "g1")])
+    s1 = fold_day(empty_state(), with_bytes(day1, [10_000, 4_000]), "2026-11-01")
+    assert s1.set_index("url")["content_bytes"].to_dict() == {"u": 10_000, "v": 4_000}
+    assert s1.ev_bytes_saved.sum() == 0 and s1.ev_unchanged.sum() == 0  # baselines only
+    day2 = logs([("u", "2026-11-02T00:00Z", 304, None, None, None),    # saves 10,000 - 300
+                 ("u", "2026-11-02T06:00Z", 200, '"a"', None, "h1"),   # unchanged, now 12,000
+                 ("u", "2026-11-02T12:00Z", 304, None, None, None),    # saves 12,000 - 200
+                 ("v", "2026-11-02T00:00Z", 200, '"y"', None, "g2")])  # changed
+    s2 = fold_day(s1, with_bytes(day2, [300, 12_000, 200, 5_000]), "2026-11-02").set_index("url")
+    assert s2.loc["u", "ev_bytes_saved"] == 9_700 + 11_800 and s2.loc["v", "ev_bytes_saved"] == 0
+    assert s2.loc["u", "ev_unchanged"] == 3 and s2.loc["v", "ev_unchanged"] == 0
+    assert s2.loc["u", "ev_304"] == 2 and s2.loc["u", "ev_fetches"] == 3
+    assert s2["content_bytes"].to_dict() == {"u": 12_000, "v": 5_000}
+    # an untrusted 304 is no observation, but it still saved the download
+    s3 = fold_day(s2.reset_index(), with_bytes(logs([("u", "2026-11-03T00:00Z", 304, None,
+                                                      None, None)], trust=False), [100]),
+                  "2026-11-03").set_index("url")
+    assert s3.loc["u", "ev_bytes_saved"] == 11_900 and s3.loc["u", "ev_unchanged"] == 0
+    # logs and state from before the size existed: no size, nothing counted as saved
+    old = fold_day(empty_state().drop(columns="content_bytes"), day1, "2026-11-01")
+    assert old["content_bytes"].isna().all() and old.ev_bytes_saved.sum() == 0
+
+
 def test_untrusted_304_is_not_evidence_and_keeps_the_interval_start():
     s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, '"a"', None, "h1")]),
                   "2026-11-01")

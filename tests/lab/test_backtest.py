@@ -163,3 +163,49 @@ def test_headline_names_the_winner_and_the_margin_and_never_crowns_the_oracle():
     assert one == ("adaptive won on importance-weighted freshness: 0.700 (mean over 1 seed(s)), "
                    "the only policy that ran.")
     assert headline(summary_table(runs.assign(status="failed"))).startswith("No policy ran")
+
+
+def test_budget_check_pairs_each_prediction_with_the_run_at_that_budget():
+    from lab.backtest.budget_check import compare, summary
+
+    def daily(real, expected, **curve):
+        return pd.DataFrame({"day": [7, 8], "date": ["d7", "d8"], "freshness_weighted": real,
+                             "expected_freshness": expected, **curve})
+
+    base = daily([0.5, 0.52], [0.55, 0.56], curve_freshness_075=[0.5, 0.51],
+                 curve_freshness_125=[0.6, 0.61])
+    runs = {0.75: daily([0.46, 0.47], [0.5, 0.5]), 1.25: daily([0.55, 0.58], [0.6, 0.62])}
+    t = compare(base, runs, seed=3, budget=100).set_index(["factor", "day"])
+    r = t.loc[(1.25, 7)]
+    assert r["budget"] == 125 and r["predicted"] == 0.6 and r["realised"] == 0.55
+    assert r["error"] == pytest.approx(-0.05)
+    assert r["delta_predicted"] == pytest.approx(0.05) and r["delta_realised"] == pytest.approx(0.05)
+    assert r["delta_error"] == pytest.approx(0.0)
+    assert t.loc[(0.75, 8), "delta_realised"] == pytest.approx(-0.05)
+    s = summary(t.reset_index()).set_index(["factor", "first_day"])
+    assert s.loc[(0.75, True), "days"] == 1 and s.loc[(0.75, True), "predicted"] == 0.5
+    assert s.loc[(1.25, False), "abs_error"] == pytest.approx(0.03)
+
+
+@pytest.mark.e2e
+def test_budget_check_on_a_small_web(spark, tmp_path):
+    """The planner at 0.75 x and 1.25 x the budget against the previous day's curve: every
+    planned day has a prediction at both points, the runs spend their budgets, and on the
+    first day (one history for all runs) the curve's predicted change has the sign of the
+    realised one and is within 0.1 of it."""
+    from lab.backtest.budget_check import run, summary
+    from lab.backtest.loop import BacktestSpec
+    from tests.s3server import MotoS3Server, dummy_aws_env
+
+    spec = BacktestSpec(urls=300, hosts=6, history_days=2, days=2, seed=2)
+    with dummy_aws_env(), MotoS3Server() as s3:
+        table = run(spec, tmp_path / "work", spark, s3.endpoint_url, log=lambda *a: None)
+    assert sorted(set(table["factor"])) == [0.75, 1.25] and len(table) == 2 * spec.days
+    assert table[["predicted", "expected", "realised"]].notna().all().all()
+    first = table[table["day"] == table["day"].min()].set_index("factor")
+    assert first.loc[0.75, "delta_predicted"] < 0 < first.loc[1.25, "delta_predicted"]
+    assert first.loc[0.75, "predicted"] < first.loc[1.25, "predicted"]
+    assert (first["delta_realised"] * first["delta_predicted"] > 0).all()
+    assert (first["delta_error"].abs() < 0.1).all()
+    s = summary(table)
+    assert set(s["factor"]) == {0.75, 1.25} and s["abs_error"].notna().all()

@@ -139,10 +139,45 @@ def test_quarantine_counts_by_source_and_reason():
     assert q["rows"].sum() == 4 and dr.quarantine_counts(pd.DataFrame()).empty
 
 
+CURVE = {"curve_freshness_050": 0.6, "curve_freshness_075": 0.7, "curve_freshness_090": 0.77,
+         "curve_freshness_110": 0.82, "curve_freshness_125": 0.85, "curve_freshness_150": 0.88,
+         "curve_freshness_200": 0.9, "curve_age_days_050": 3.0, "curve_age_days_075": 2.0,
+         "curve_age_days_090": 1.7, "curve_age_days_110": 1.4, "curve_age_days_125": 1.2,
+         "curve_age_days_150": 1.0, "curve_age_days_200": 0.8, "expected_age_days": 1.5,
+         "refresh_marginal_value": 0.012, "days_per_pass": 2.5, "budget_per_url": 0.4,
+         "fetches_folded": 40, "fetches_304": 10, "bytes_saved_304": 123456,
+         "fetches_unchanged": 30}
+
+
+def test_budget_curve_frame_puts_today_among_the_what_if_points_and_reads_it():
+    curve = dr.budget_curve_frame(_metrics(DAYS[2], **CURVE))
+    assert list(curve["factor"]) == [0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0]
+    assert list(curve["budget"]) == [20, 30, 36, 40, 44, 50, 60, 80]
+    assert curve.loc[curve["today"], "freshness"].tolist() == [0.8]
+    assert curve.loc[curve["factor"] == 1.25, "age_days"].tolist() == [1.2]
+    assert dr.budget_reading(curve) == ("+25 % budget (50 fetches/day instead of 40) would "
+                                        "raise expected freshness from 0.800 to 0.850")
+    # a row from before the curve: NaN points, no reading
+    old = dr.budget_curve_frame(_metrics(DAYS[2]))
+    assert old.loc[~old["today"], "freshness"].isna().all() and dr.budget_reading(old) is None
+
+
+def test_budget_series_takes_the_multiplier_and_the_log_shares():
+    m = {DAYS[0]: "missing", DAYS[1]: _metrics(DAYS[1], policy_level=0.5),
+         DAYS[2]: _metrics(DAYS[2], **CURVE)}
+    s = dr.budget_series(DAYS, m).set_index("dt")
+    assert s.loc[DAYS[0]].isna().all()
+    assert s.loc[DAYS[1], "multiplier"] == 0.5 and np.isnan(s.loc[DAYS[1], "share_304"])
+    assert s.loc[DAYS[2], "multiplier"] == 0.012
+    assert s.loc[DAYS[2], ["share_304", "share_unchanged", "days_per_pass"]].tolist() == [
+        0.25, 0.75, 2.5]
+
+
 # --- rendering and escaping ---------------------------------------------------------------
 
 def _doc(**over):
     metrics = {d: _metrics(d) for d in DAYS}
+    metrics[DAYS[-1]].update(CURVE)
     metrics[DAYS[0]] = f"metrics/dt={DAYS[0]}: missing; run {HOSTILE}"
     series = dr.freshness_series(DAYS, metrics)
     sums = dr.host_sums(_plan())
@@ -160,6 +195,9 @@ def _doc(**over):
            "quarantine": dr.quarantine_counts(pd.DataFrame({"source": ["fetch_logs"],
                                                             "reason": [HOSTILE]})),
            "stale_hosts": dr.top_stale_hosts(sums, 10), "top": 10}
+    doc["budget_curve"] = dr.budget_curve_frame(metrics[DAYS[-1]])
+    doc["budget_reading"] = dr.budget_reading(doc["budget_curve"])
+    doc["budget_series"] = dr.budget_series(DAYS, metrics)
     doc["metrics"]["policy"] = HOSTILE
     doc.update(over)
     return doc
@@ -187,7 +225,7 @@ def test_hostile_strings_are_escaped_everywhere_on_the_page():
     assert sum(HOSTILE in t for t in parser.text) >= 4  # host tables, lane, reason, policy, note
     # every SVG is well-formed XML (an unescaped quote or '<' in a label would break it)
     svgs = page.split("<svg")[1:]
-    assert len(svgs) == 4
+    assert len(svgs) == 7  # 4 + the budget curve (freshness, age) and the multiplier
     for s in svgs:
         ET.fromstring("<svg" + s.split("</svg>")[0] + "</svg>")
     assert "Content-Security-Policy" in page and "http" not in page.split("<body>")[0].replace(
@@ -217,7 +255,8 @@ def test_empty_sections_say_so_instead_of_drawing_an_empty_table():
     assert "0 of 3 planned hosts are at their daily cap." in page
     assert "No known page with a positive importance in plan/dt=2026-11-29." in page
     assert "No input row was quarantined on 2026-11-29." in page
-    assert page.count("<table>") == 4  # freshness, lanes, due/planned/carried, host health
+    # freshness, lanes, budget curve and budget figures, due/planned/carried, host health
+    assert page.count("<table>") == 6
 
 
 # --- reads of committed partitions (no Spark) --------------------------------------------
@@ -280,7 +319,9 @@ def test_console_writes_the_page(hand_root, tmp_path, capsys):
     assert console.main(["report", "--date", DAYS[-1], "--days", "3", "--out", str(out),
                          "--set", f"paths.root={hand_root.paths.root}"]) == 0
     page = out.read_text()
-    assert page.startswith("<!doctype html>") and page.count("<svg") == 4
+    # 4 + the multiplier; no curve in a row from before it (said instead)
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 5
+    assert "No what-if curve for this day" in page
     assert "<script" not in page and esc(HOSTILE) in page
     assert json.loads(json.dumps(str(out))) in capsys.readouterr().out
 
@@ -360,6 +401,9 @@ def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
                                         s) for s in svgs]
         assert titles == ["Freshness: audit (with interval) against the planner's forecast",
                           "Budget by lane: planned and unused",
+                          "Expected freshness against the daily budget",
+                          "Expected age against the daily budget",
+                          "The day's multiplier: value of one more visit/day",
                           "Visits due, planned and carried over per run",
                           "Known pages by estimated change rate λ̂"]
         for s in svgs:  # laid out with a real size, and with marks drawn in it
@@ -368,7 +412,22 @@ def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
         assert len(svgs[0].find_elements(By.CSS_SELECTOR, "circle")) >= 2  # audited days
         box = driver.find_element(By.CSS_SELECTOR, ".missing")
         assert box.is_displayed() and "Missing inputs" in box.text
-        tables = 5 + (len(doc["hosts_at_cap"]) > 0) + (len(doc["quarantine"]) > 0)
+        tables = 7 + (len(doc["hosts_at_cap"]) > 0) + (len(doc["quarantine"]) > 0)
+        # The Budget section: the curve with today's budget marked, read in one line.
+        curve = doc["budget_curve"]
+        assert curve["freshness"].notna().all() and curve["age_days"].notna().all()
+        fresh = curve["freshness"].to_numpy()
+        assert np.all(np.diff(fresh) >= -1e-12)  # more budget never expected to buy less
+        reading = driver.find_element(By.ID, "budget-reading")
+        assert reading.is_displayed() and reading.text.startswith("+25 % budget (")
+        today = curve.loc[curve["today"]].iloc[0]
+        assert f"from {today['freshness']:.3f} to" in reading.text
+        for s in svgs[2:4]:  # a marker line at today's budget, a point per budget
+            assert f"today: {today['budget']:,.0f}" in s.text
+            assert len(s.find_elements(By.CSS_SELECTOR, "circle")) == len(curve)
+        multiplier = doc["budget_series"]["multiplier"]
+        assert multiplier.notna().sum() >= 2  # one bar per planned day
+        assert len(svgs[4].find_elements(By.CSS_SELECTOR, "rect")) >= 1 + multiplier.notna().sum()
         assert len(driver.find_elements(By.TAG_NAME, "table")) == tables
         assert driver.find_elements(By.TAG_NAME, "script") == []
         height = driver.execute_script("return document.documentElement.scrollHeight")

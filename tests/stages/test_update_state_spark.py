@@ -285,6 +285,11 @@ def test_rebuild_writes_metrics_for_every_day(rebuilt):
         assert (row["planned_total"], row["expected_freshness"]) == (
             (50, 0.7) if kept else (None, None)), d
     assert metrics.read(cfg, GEN_DAYS[-1])["audit_n"] == rebuilt["daily"][GEN_DAYS[-1]]["audit_n"]
+    # What the day's fetches bought (the same figures daily and rebuilt, above).
+    last = rebuilt["daily"][GEN_DAYS[-1]]
+    assert 0 < last["fetches_unchanged"] <= last["fetches_folded"]
+    assert 0 < last["fetches_304"] <= last["fetches_folded"] and last["bytes_saved_304"] > 0
+    assert rebuilt["read"]("state", GEN_DAYS[-1])["content_bytes"].notna().mean() > 0.5
 
 
 def test_rebuild_quarantines_a_stale_row_like_the_daily_run(rebuilt):
