@@ -8,7 +8,10 @@ record (the day's multiplier), its rows in the schedule for D+1 (the published d
 ``publish.target`` by default, or the staging files under ``paths.root``), and its rows in
 ``fetch_logs`` of the last ``--days`` days. Every partition it needs must be committed (or,
 for the schedule, published): a missing one is :class:`MissingPartitionError` (exit 2),
-never an empty answer. Also a URL the run for D does not know.
+never an empty answer. A URL the run for D does not know is :class:`UnknownURLError`
+("URL not known", exit 2). A schedule that cannot be read (not published yet, no
+credentials, endpoint down) does not hide the rest: the answer says why in its schedule
+section and still shows state, plan and fetches.
 
 Run: ``recrawl explain URL --date D [--json] [--days N] [--schedule published|staging]``.
 """
@@ -42,6 +45,14 @@ HOST_COLUMNS = ("host", "validator_class", "trust_etag", "trust_lm", "audit_want
                 "rate_limit", "health_verdict", "blocked_until")
 FETCH_COLUMNS = ("fetched_at", "status", "conditional", "etag", "last_modified",
                  "content_hash", "bytes", "elapsed_ms", "lane")
+
+
+class UnknownURLError(LookupError):
+    """The URL is in neither ``state/dt=D`` nor ``plan/dt=D``."""
+
+    def __init__(self, url: str, run_date: str):
+        super().__init__(f"URL not known: {url} is in neither state/dt={run_date} nor "
+                         f"plan/dt={run_date} (URLs are matched exactly, scheme included)")
 
 
 def _read(files: list[str], column: str, value: str, columns=None) -> pd.DataFrame:
@@ -152,16 +163,18 @@ def explain(cfg: Config, run_date: str, url: str, *, days: int = 3,
     Raises
     ------
     MissingPartitionError
-        A partition it reads is missing or uncommitted, or neither state/dt=D nor plan/dt=D
-        has the URL.
+        A partition it reads (state, plan, hosts, run record, fetch_logs of D) is missing
+        or uncommitted. An unreadable schedule is not an error: ``schedule["error"]`` says
+        why and ``schedule["slots"]`` is None.
+    UnknownURLError
+        Neither state/dt=D nor plan/dt=D has the URL.
     """
     if days < 1:
         raise ValueError("--days must be >= 1")
     state = _record(_committed_rows(cfg, "state", run_date, "url", url, STATE_COLUMNS))
     plan = _record(_committed_rows(cfg, "plan", run_date, "url", url))
     if state is None and plan is None:
-        raise MissingPartitionError("url", url, f"not in state/dt={run_date} nor in "
-                                                f"plan/dt={run_date}: unknown to this run")
+        raise UnknownURLError(url, run_date)
     host = (state or plan)["host"]
     hosts = _record(_committed_rows(cfg, "hosts", run_date, "host", host, HOST_COLUMNS))
     record = read_stage_record(cfg, run_date, "allocate")
@@ -175,9 +188,24 @@ def explain(cfg: Config, run_date: str, url: str, *, days: int = 3,
         "url": url, "host": host, "run_date": run_date,
         "window_start": pd.Timestamp(start, unit="s", tz="UTC").isoformat(),
         "state": state, "host_row": hosts, "plan": plan, "allocate": allocate,
-        "schedule": schedule_slots(cfg, run_date, url, host, source),
+        "schedule": _schedule_or_why(cfg, run_date, url, host, source),
         "fetches": last_fetches(cfg, run_date, url, days),
     }
+
+
+def _schedule_or_why(cfg: Config, run_date: str, url: str, host: str, source: str) -> dict:
+    """:func:`schedule_slots`, or, when the schedule cannot be read, where it was looked for
+    and why (``slots`` None, ``error`` the named cause)."""
+    from jobs.shards import shard_of
+
+    try:
+        return {**schedule_slots(cfg, run_date, url, host, source), "error": None}
+    except MissingPartitionError as err:
+        where = (cfg.publish.target if source == "published"
+                 else cfg.paths.table("schedules", schedule_date(run_date)))
+        return {"source": source, "where": where, "date": schedule_date(run_date),
+                "shard": int(shard_of(host, cfg.schedule.n_shards)), "slots": None,
+                "error": f"{type(err).__name__}: {err}"}
 
 
 def _num(value, fmt="{:.4g}"):
@@ -256,9 +284,11 @@ def render(doc: dict) -> str:
                 f"success) at the window's start)"]
     sch = doc["schedule"]
     out += ["", f"Schedule {sch['date']} ({sch['source']}: {sch['where']}, shard {sch['shard']}):"]
-    if not sch["slots"]:
+    if sch.get("error"):
+        out.append(f"  NOT READABLE: {sch['error']}")
+    elif not sch["slots"]:
         out.append("  no slot (not due in the window, or cut by the budget)")
-    for r in sch["slots"]:
+    for r in sch["slots"] or []:
         hdr = r.get("if_none_match") or r.get("if_modified_since") or ""
         out.append(f"  {_when(r['not_before'])}  {r['lane']:<9} {r['method']:<11} "
                    f"p_changed {_num(r['p_changed'], '{:.3f}')}  {hdr}".rstrip())
@@ -297,6 +327,12 @@ def main(argv=None) -> int:
     except MissingPartitionError as err:
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_REFUSED
+    except UnknownURLError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    if doc["schedule"]["error"]:  # the rest is printed; the gap is said on stderr too
+        print(f"warning: schedule {doc['schedule']['date']} not read: "
+              f"{doc['schedule']['error']}", file=sys.stderr)
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n" if args.json else render(doc))
     return 0
 

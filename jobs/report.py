@@ -92,6 +92,17 @@ def quarantine_frame(cfg: Config, run_date: str) -> pd.DataFrame:
                                 else pd.DataFrame())
 
 
+def _fast_share(row: dict, cfg: Config) -> float:
+    """``budget.fast_share`` of the run that wrote the day's metrics (its ``config_json``),
+    else the report's config."""
+    import json
+
+    try:
+        return float(json.loads(row.get("config_json") or "{}")["budget"]["fast_share"])
+    except (ValueError, KeyError, TypeError):
+        return float(cfg.budget.fast_share)
+
+
 def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
     """Everything the page shows for ``run_date`` (frames and small dicts).
 
@@ -113,6 +124,7 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
         "missing": {d: m for d, m in metrics.items() if isinstance(m, str)},
         "freshness": series, "forecast": dr.forecast_match(series),
         "lanes": dr.lane_budget(allocate.get("budget_cut") or {}),
+        "fast_lane": dr.fast_lane_note(allocate, _fast_share(metrics[run_date], cfg)),
         "flow": dr.due_planned_carried(dates, metrics),
         "health": dr.host_health_series(dates, metrics),
         "hosts_at_cap": dr.hosts_at_cap(sums), "hosts_planned": int(len(sums)),

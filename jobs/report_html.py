@@ -214,6 +214,45 @@ def _headline(doc: dict) -> str:
             f'{esc(match)}.</p>')
 
 
+def _budget_text(lanes: pd.DataFrame, total) -> str:
+    """The unused budget in words: the same figures as the chart's "unused" and "left to
+    backfill" marks (lane ``backfill`` spends what the other lanes leave)."""
+    if total is None:
+        return '<p class="missing">allocate\'s run record has no budget cut.</p>'
+    text = (f"Unused budget: {num(total['unused'])} of {num(total['budget'])} visits "
+            f"(the chart's \u201cunused\u201d).")
+    backfill = lanes[lanes["lane"] == "backfill"]
+    if len(backfill):
+        b = backfill.iloc[0]
+        text += (f" The lanes left {num(total['to_backfill'])} visits of their budgets "
+                 f"(\u201cleft to backfill\u201d); lane backfill (the next day's visits pulled "
+                 f"forward, and push signals not worth a planned visit) planned "
+                 f"{num(b['planned'])} of them, so {num(b['unused'])} stayed unused.")
+    return f"<p>{esc(text)}</p>"
+
+
+def _fast_text(note: dict | None) -> str:
+    """Why the fast lane planned what it did (its share is a target, and with a budget-aware
+    policy a floor: fast pages priced with refresh may take refresh budget)."""
+    if not note or note.get("planned") is None:
+        return ""
+    share = ("n/a" if note.get("fast_share") is None else f"{note['fast_share']:g}")
+    text = (f"Fast lane: {num(note['planned'])} visits planned of {num(note['candidates'])} "
+            f"candidates. budget.fast_share = {share} sets its target "
+            f"floor(fast_share \u00d7 budget) = {num(note['target'])} visits")
+    if note.get("fast_floor"):
+        text += (f". Policy {note.get('policy')} is budget-aware and lanes.fast_as_floor is on, "
+                 f"so that share is a floor, not a cap: fast pages are also priced by the "
+                 f"policy together with refresh (each gets max(fast rate, policy rate)), and the "
+                 f"fast lane may spend the refresh budget too (its cut budget today: "
+                 f"{num(note['cut_budget'])}); what it leaves flows to refresh.")
+    else:
+        text += (f", its cut budget today {num(note['cut_budget'])} (the fast rate "
+                 f"{num(note.get('fast_rate'), '{:.3g}')}/day is all a fast page gets); what "
+                 f"the lane leaves flows to refresh.")
+    return f"<p>{esc(text)}</p>"
+
+
 def render(doc: dict) -> str:
     """The page for :func:`jobs.report.build`'s ``doc``."""
     d = doc["run_date"]
@@ -233,12 +272,11 @@ def render(doc: dict) -> str:
                "audit_n": "{:,.0f}", "expected": "{:.3f}", "forecast": "{:.3f}"}),
         "<h2>Budget by lane</h2>",
         bar_chart("Budget by lane: planned and unused", per_lane["lane"],
-                  [("planned", per_lane["planned"]), ("unused", per_lane["unused"])],
+                  [("planned", per_lane["planned"]), ("left to backfill", per_lane["to_backfill"]),
+                   ("unused", per_lane["unused"])],
                   ylabel="visits / day", xlabel="lane", stacked=True),
-        table(lanes),
-        (f"<p>Unused budget: {esc(num(total['unused']))} of {esc(num(total['budget']))} "
-         f"visits.</p>" if total is not None else
-         '<p class="missing">allocate\'s run record has no budget cut.</p>'),
+        table(lanes, headers={"to_backfill": "left to backfill"}),
+        _budget_text(lanes, total), _fast_text(doc.get("fast_lane")),
         "<h2>Due, planned and carried over</h2>",
         bar_chart("Visits due, planned and carried over per run",
                   [str(x)[5:] for x in flow["dt"]],

@@ -91,12 +91,46 @@ def test_lane_budget_counts_unused_budget_per_lane_and_in_total():
     assert t.loc["refresh", "unused"] == 40 and t.loc["fast", "unused"] == 0
     assert t.loc["discovery", "unused"] == 5
     assert t.loc["total"].to_dict() == {"budget": 125, "candidates": 110, "planned": 80,
-                                        "unused": 45}
-    # backfill spends what the lanes left (45): the day's budget stays 125
+                                        "to_backfill": 0, "unused": 45}
+    # backfill spends what the lanes left (45): the day's budget stays 125, the lanes' 45 are
+    # "left to backfill", and only backfill's own leftover (15) is unused, per lane and in total
     cut["backfill"] = {"budget": 45, "candidates": 30, "selected": 30}
     t = dr.lane_budget(cut).set_index("lane")
     assert t.loc["total"].to_dict() == {"budget": 125, "candidates": 140, "planned": 110,
-                                        "unused": 15}
+                                        "to_backfill": 45, "unused": 15}
+    assert t.loc["refresh", "to_backfill"] == 40 and t.loc["refresh", "unused"] == 0
+    assert t.loc["backfill"].to_dict() == {"budget": 45, "candidates": 30, "planned": 30,
+                                           "to_backfill": 0, "unused": 15}
+    assert t.drop("total")["unused"].sum() == t.loc["total", "unused"]
+
+
+def test_budget_text_and_chart_say_the_same_unused_budget():
+    """The chart's "unused" marks sum to the text's unused figure; backfill is named."""
+    cut = {"refresh": {"budget": 4500, "candidates": 4116, "selected": 4116},
+           "fast": {"budget": 500, "candidates": 900, "selected": 500},
+           "backfill": {"budget": 384, "candidates": 1000, "selected": 384}}
+    lanes = dr.lane_budget(cut)
+    doc = {**_doc(), "lanes": lanes}
+    page = render(doc)
+    assert "Unused budget: 0 of 5,000 visits" in page
+    assert "The lanes left 384 visits" in page and "lane backfill" in page
+    unused_marks = [float(x) for x in __import__("re").findall(r"unused: ([0-9.,]+)</title>",
+                                                               page)]
+    assert sum(unused_marks) == 0 and "left to backfill: 384</title>" in page
+
+
+def test_fast_lane_share_is_explained_as_a_floor_for_budget_aware_policies():
+    record = {"policy": "optimal", "fast_floor": True, "fast_rate": 6.0,
+              "budget_cut": {"fast": {"budget": 4100, "candidates": 3000, "selected": 2516},
+                             "refresh": {"budget": 4500, "candidates": 2000, "selected": 2000},
+                             "audit": {"budget": 400, "candidates": 10, "selected": 10},
+                             "discovery": {"budget": 100, "candidates": 0, "selected": 0}}}
+    note = dr.fast_lane_note(record, 0.1)
+    assert note["target"] == 910 and note["planned"] == 2516
+    page = render({**_doc(), "fast_lane": note})
+    assert "fast_share = 0.1" in page and "floor, not a cap" in page and "2,516" in page
+    note = dr.fast_lane_note({**record, "fast_floor": False, "policy": "adaptive"}, 0.1)
+    assert "floor, not a cap" not in render({**_doc(), "fast_lane": note})
 
 
 def test_due_planned_carried_leaves_a_missing_day_nan_not_zero():
