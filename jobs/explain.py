@@ -4,7 +4,8 @@ Reads a handful of rows with pyarrow filters on the ``url`` column, no Spark: th
 of ``state/dt=D`` (λ̂ with its interval, the prior, observations, validators, push signals),
 its host's row of ``hosts/dt=D`` (validator trust class, cap factor), its row of
 ``plan/dt=D`` (planned rate, lane, reason, marginal value, host cap) beside allocate's run
-record (the day's multiplier), its rows in the schedule for D+1 (the published day at
+record (the day's multiplier), the operator's overrides in force on the URL or its host
+(``overrides/``), its rows in the schedule for D+1 (the published day at
 ``publish.target`` by default, or the staging files under ``paths.root``), and its rows in
 ``fetch_logs`` of the last ``--days`` days. Every partition it needs must be committed (or,
 for the schedule, published): a missing one is :class:`MissingPartitionError` (exit 2),
@@ -182,12 +183,16 @@ def explain(cfg: Config, run_date: str, url: str, *, days: int = 3,
                                            "fast_rate", "floors_affordable")}
     if plan is not None:
         plan["reason_text"] = REASONS.get(plan["reason"], plan["reason"])
+    from jobs import overrides
+
+    active, _ = overrides.load(cfg, run_date)
     source = schedule or ("published" if cfg.publish.target else "staging")
     start, _ = planning_window(run_date)
     return {
         "url": url, "host": host, "run_date": run_date,
         "window_start": pd.Timestamp(start, unit="s", tz="UTC").isoformat(),
         "state": state, "host_row": hosts, "plan": plan, "allocate": allocate,
+        "overrides": overrides.for_target(active, url, host),
         "schedule": _schedule_or_why(cfg, run_date, url, host, source),
         "fetches": last_fetches(cfg, run_date, url, days),
     }
@@ -260,8 +265,12 @@ def render(doc: dict) -> str:
                     f"{_num(h.get('nominal_cap'), '{:.0f}')} visits/day (day's verdict "
                     f"{h.get('health_verdict')}){blocked}"]
     out.append("")
+    if doc.get("overrides"):
+        out += ["Overrides in force (overrides/):"] + [f"  {o}" for o in doc["overrides"]]
+        out.append("")
     if p is None:
-        out += ["Plan: no row in plan/dt=D"]
+        out += ["Plan: no row in plan/dt=D" + (" (forgotten by an override)" if any(
+            o.startswith("forget ") for o in doc.get("overrides") or []) else "")]
     else:
         every = (f" (every {24.0 / p['planned_rate']:.3g} h)" if p["planned_rate"] else "")
         out += [

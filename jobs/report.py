@@ -92,6 +92,18 @@ def quarantine_frame(cfg: Config, run_date: str) -> pd.DataFrame:
                                 else pd.DataFrame())
 
 
+def override_summary(cfg: Config, run_date: str, allocate: dict) -> dict:
+    """The operator's overrides of the day: allocate's counts (in force, by action,
+    quarantined) and the rows in force in the table now, one line each."""
+    from jobs import overrides
+    from jobs.core.overrides import describe
+
+    active, bad = overrides.load(cfg, run_date)
+    return {"record": allocate.get("overrides") or {},
+            "lines": [describe(r) for r in active.to_dict("records")],
+            "quarantined_now": int(len(bad))}
+
+
 def _fast_share(row: dict, cfg: Config) -> float:
     """``budget.fast_share`` of the run that wrote the day's metrics (its ``config_json``),
     else the report's config."""
@@ -130,6 +142,7 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
         "hosts_at_cap": dr.hosts_at_cap(sums), "hosts_planned": int(len(sums)),
         "lambda": pd.DataFrame({"bin": dr.lambda_bin_labels(), "pages": lam_counts}),
         "quarantine": quarantine_frame(cfg, run_date),
+        "overrides": override_summary(cfg, run_date, allocate),
         "stale_hosts": dr.top_stale_hosts(sums, top), "top": top,
     }
 

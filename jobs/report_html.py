@@ -253,6 +253,25 @@ def _fast_text(note: dict | None) -> str:
     return f"<p>{esc(text)}</p>"
 
 
+def _overrides_html(ov: dict | None, top: int) -> str:
+    """The overrides allocate applied (its run record) and the rows in force now."""
+    if not ov:
+        return "<p>No override information for this run.</p>"
+    rec = ov.get("record") or {}
+    by = rec.get("by_action") or {}
+    applied = ", ".join(f"{n} {a}" for a, n in sorted(by.items())) or "none"
+    text = (f"The run applied {num(rec.get('in_force', 0))} override(s) from overrides/ "
+            f"({applied}); {num(rec.get('quarantined', 0))} bad override row(s) quarantined. "
+            f"A pin above its host's daily cap is capped (plan reason override_pin_capped): "
+            f"politeness always wins.")
+    lines = ov.get("lines") or []
+    items = "".join(f"<li>{esc(x)}</li>" for x in lines[:top])
+    more = f"<p>… and {len(lines) - top} more.</p>" if len(lines) > top else ""
+    listing = (f"<p>In force in the table now:</p><ul>{items}</ul>{more}" if lines else
+               "<p>No override in force in the table now.</p>")
+    return f"<p>{esc(text)}</p>{listing}"
+
+
 def render(doc: dict) -> str:
     """The page for :func:`jobs.report.build`'s ``doc``."""
     d = doc["run_date"]
@@ -301,6 +320,7 @@ def render(doc: dict) -> str:
         "<h2>Distribution of λ̂</h2>",
         bar_chart("Known pages by estimated change rate λ̂", lam["bin"],
                   [("pages", lam["pages"])], ylabel="pages", xlabel="λ̂ (changes/day)"),
+        "<h2>Operator overrides</h2>", _overrides_html(doc.get("overrides"), doc["top"]),
         "<h2>Quarantined rows by reason</h2>",
         (table(q) if len(q) else f"<p>No input row was quarantined on {esc(d)}.</p>"),
         "<h2>Top stale important hosts</h2>",
