@@ -159,15 +159,21 @@ def overridden(spark, tmp_path_factory):
         update_state.run(cfg, day, spark, bootstrap=(day == DAYS[0]))
     state = pd.read_parquet(root / "state" / f"dt={D}")
     live = state[~state["gone"]].sort_values("url")
-    hosts = live.groupby("host").size().sort_values(ascending=False).index
-    paused, other = hosts[0], hosts[1]
-    mine = live[live["host"] == other]
-    pin, pin_high, forced, forgot = (mine["url"].iloc[k] for k in range(4))
+    delay = pd.read_parquet(root / "host_policy").set_index("host")["crawl_delay_s"]
+    # the slowest host (a daily cap well under 1440) for the pins, the fastest for the
+    # forced fetch, the host with most pages paused
+    by_delay = delay.reindex(live["host"].unique()).fillna(cfg.politeness.default_crawl_delay_s)
+    slow, quick = by_delay.idxmax(), by_delay.idxmin()
+    assert by_delay[slow] > 60.0
+    paused = live[~live["host"].isin([slow, quick])].groupby("host").size().idxmax()
+    pin, pin_high, forgot = (live.loc[live["host"] == slow, "url"].iloc[k] for k in range(3))
+    forced = live.loc[live["host"] == quick, "url"].iloc[0]
     rows = [
         {"action": "pin", "url": pin, "visits_per_day": 2.0, "note": "ops: launch"},
         {"action": "pin", "url": pin_high, "visits_per_day": 1440.0},
         {"action": "pause_host", "host": paused, "until": dt.date(2026, 12, 2)},
-        {"action": "force", "url": forced, "created_at": pd.Timestamp("2026-11-29T23:00", tz="UTC")},
+        # asked at the window's start: after every fetch of the logs so far
+        {"action": "force", "url": forced, "created_at": pd.Timestamp("2026-11-30", tz="UTC")},
         {"action": "forget", "url": forgot},
         {"action": "ban", "url": pin},                                        # bad_action
         {"action": "pin", "url": "https://x.example/a b", "visits_per_day": 1.0},  # bad_url
@@ -194,17 +200,18 @@ def test_overrides_reach_plan_and_schedule_and_bad_rows_are_quarantined(overridd
     assert plan.loc[o["pin"], "planned_rate"] == 2.0
     assert (sched["url"] == o["pin"]).sum() == 2
     cap = plan.loc[o["pin_high"], "host_cap"]
-    assert plan.loc[o["pin_high"], "reason"] == "override_pin_capped"
+    assert cap < 1440 and plan.loc[o["pin_high"], "reason"] == "override_pin_capped"
     assert plan.loc[o["pin_high"], "planned_rate"] == cap
     assert plan.loc[o["forced"], "reason"] == "override_force"
-    first = sched[sched["url"] == o["forced"]]["not_before"].min()
+    first = pd.to_datetime(sched[sched["url"] == o["forced"]]["not_before"], utc=True).min()
     assert first < pd.Timestamp("2026-11-30T01:00", tz="UTC")
     assert o["forgot"] not in plan.index and not (sched["url"] == o["forgot"]).any()
     assert not (sched["host"] == o["paused"]).any()
     assert set(plan.loc[plan["host"] == o["paused"], "reason"]) == {"override_pause"}
     # politeness: per host, the schedule's rows stay a crawl delay apart and under the cap
     for host, g in sched.groupby("host"):
-        t = np.sort(g["not_before"].astype("int64").to_numpy()) / 1e6
+        t = np.sort((pd.to_datetime(g["not_before"], utc=True)
+                     - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy())
         if len(t) > 1:
             assert np.diff(t).min() >= g["crawl_delay_s"].iloc[0] - 1e-6, host
     rec = o["record"]["overrides"]

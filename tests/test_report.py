@@ -326,23 +326,13 @@ SCREENSHOT_COPY = "/tmp/report_screenshot.png"
 
 
 @pytest.fixture(scope="module")
-def closed_loop(spark, tmp_path_factory):
-    """A data root the real stages wrote in a closed loop (the backtest's: allocate,
-    build_schedule, publish/verify to a loopback S3 server, a simulated fleet executing the
-    schedule, its logs back into update_state), so the metrics carry scored audits."""
-    from jobs.backtest.loop import BacktestSpec, prepare_history, run_policy
-    from tests.s3server import MotoS3Server, dummy_aws_env
+def demo_data(demo_run):
+    """The README demo's data root (tests/conftest.py ``demo_run``): the real DAG for four
+    days, a simulated fleet executing three of the published schedules, audits included."""
+    from jobs.config import load_config
 
-    work = tmp_path_factory.mktemp("report_loop")
-    spec = BacktestSpec(urls=300, hosts=6, history_days=2, days=3, seed=5, audit_rate=0.3,
-                        overrides=("budget.audit_share=0.2",))
-    with dummy_aws_env(), MotoS3Server() as s3:
-        history = prepare_history(spec, work, spark)
-        run = run_policy(spec, "optimal", history, work, spark, s3.endpoint_url, log=lambda *a: None)
-    assert run.status == "ok", run.error
-    root = work / "optimal" / "data"
-    last_run = run.daily["run_date"].iloc[-1]
-    return {"cfg": make_config(str(root)), "run_date": last_run}
+    return {"cfg": load_config(str(demo_run["workdir"] / "recrawl.toml")),
+            "run_date": demo_run["run_date"]}
 
 
 def _browser(tmp_path):
@@ -364,15 +354,16 @@ def _browser(tmp_path):
 
 
 @pytest.mark.e2e
-def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
+def test_report_renders_in_headless_chromium(demo_data, tmp_path):
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
 
-    cfg, d = closed_loop["cfg"], closed_loop["run_date"]
+    cfg, d = demo_data["cfg"], demo_data["run_date"]
     days = 8  # reaches back before the history began: those days must say "missing"
     doc = report.build(cfg, d, days=days, top=10)
-    assert doc["forecast"]["days"] >= 1 and len(doc["missing"]) >= 1
-    assert doc["freshness"]["audit"].notna().sum() >= 2
+    assert doc["forecast"]["days"] >= 3 and len(doc["missing"]) >= 1
+    audited = doc["freshness"].dropna(subset=["audit", "audit_lo", "audit_hi"])
+    assert len(audited) >= 3 and (audited["audit_lo"] < audited["audit_hi"]).all()
     page = tmp_path / "report.html"
     assert console.main(["report", "--date", d, "--days", str(days), "--top", "10",
                          "--out", str(page), "--set", f"paths.root={cfg.paths.root}"]) == 0
@@ -400,7 +391,26 @@ def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
         for s in svgs:  # laid out with a real size, and with marks drawn in it
             assert s.size["width"] > 500 and s.size["height"] > 200
             assert len(s.find_elements(By.CSS_SELECTOR, "rect, circle")) >= 2
-        assert len(svgs[0].find_elements(By.CSS_SELECTOR, "circle")) >= 2  # audited days
+        # audited days: a point with its interval (a vertical line) on at least three days
+        assert len(svgs[0].find_elements(By.CSS_SELECTOR, "circle")) >= 3
+        intervals = [ln for ln in svgs[0].find_elements(By.CSS_SELECTOR, "line")
+                     if ln.get_attribute("stroke-width") == "2"
+                     and ln.get_attribute("x1") == ln.get_attribute("x2")]
+        assert len(intervals) >= 3
+        # no contradictory numbers: the chart's "unused" marks sum to the text's figure,
+        # what the lanes left to backfill is named, and the fast lane's share is explained
+        body = driver.find_element(By.TAG_NAME, "body").text
+        lanes = doc["lanes"].set_index("lane")
+        unused_text = f"Unused budget: {lanes.loc['total', 'unused']:,} of "
+        assert unused_text in body
+        marks = [driver.execute_script("return arguments[0].textContent", t)
+                 for t in svgs[1].find_elements(By.CSS_SELECTOR, "rect > title")]
+        unused_marks = [float(m.rsplit(": ", 1)[1].replace(",", "")) for m in marks
+                        if " unused: " in m]
+        assert sum(unused_marks) == lanes.loc["total", "unused"]
+        if "backfill" in lanes.index:
+            assert f"The lanes left {lanes.loc['total', 'to_backfill']:,} visits" in body
+        assert "budget.fast_share = " in body and "Fast lane: " in body
         box = driver.find_element(By.CSS_SELECTOR, ".missing")
         assert box.is_displayed() and "Missing inputs" in box.text
         tables = 5 + (len(doc["hosts_at_cap"]) > 0) + (len(doc["quarantine"]) > 0)
