@@ -102,8 +102,7 @@ REPORT_FILE = "report.html"
 def report_path(cfg: Config, date: str) -> str:
     """Where the report task writes run date D's page under ``paths.root``:
     ``reports/dt=D/report.html``, beside ``metrics/dt=D``."""
-    return join_key(cfg.paths.table("reports", date), REPORT_FILE) if "://" in cfg.paths.root \
-        else os.path.join(cfg.paths.table("reports", date), REPORT_FILE)
+    return f"{cfg.paths.table('reports', date)}/{REPORT_FILE}"
 
 
 def run_report(cfg: Config, date: str) -> dict:

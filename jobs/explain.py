@@ -34,6 +34,7 @@ from jobs.fleet.schedule import filesystem_for, read_shard_index
 from jobs.partitions import MissingPartitionError
 from jobs.paths import planning_window, schedule_date, shift_day
 from jobs.runlog import read_stage_record
+from jobs.schemas import SchemaError
 
 STATE_COLUMNS = ("url", "host", "lane", "importance", "lambda_hat", "lambda_lo", "lambda_hi",
                  "lambda_prior", "n_fetches", "n_observations", "n_changes", "exposure_days",
@@ -338,6 +339,9 @@ def main(argv=None) -> int:
         return EXIT_REFUSED
     except UnknownURLError as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    except SchemaError as err:  # e.g. an overrides/ file that breaks its contract
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_REFUSED
     if doc["schedule"]["error"]:  # the rest is printed; the gap is said on stderr too
         print(f"warning: schedule {doc['schedule']['date']} not read: "

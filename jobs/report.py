@@ -31,6 +31,7 @@ from jobs.partitions import MissingPartitionError
 from jobs.paths import check_date, shift_day
 from jobs.report_html import render
 from jobs.runlog import read_stage_record
+from jobs.schemas import SchemaError
 
 PLAN_COLUMNS = ("host", "lane", "importance", "lambda_hat", "p_stale_now", "visits",
                 "cap_binds", "host_cap")
@@ -172,7 +173,7 @@ def main(argv=None) -> int:
     out = args.out or f"recrawl-report-{args.date}.html"
     try:
         write(config_from_args(args), args.date, out, days=args.days, top=args.top)
-    except MissingPartitionError as err:
+    except (MissingPartitionError, SchemaError) as err:
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_REFUSED
     print(out)
