@@ -250,7 +250,7 @@ def main(argv=None) -> int:
                              example_url(cfg, endpoint, day))
     for c in commands:
         print(f"  {c}")
-    print("Stop the local S3 server with: bash infra/local_s3.sh stop")
+    print(f"Stop the local S3 server with: bash infra/local_s3.sh stop {args.port}")
     return 0
 
 
