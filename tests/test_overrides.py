@@ -164,7 +164,9 @@ def overridden(spark, tmp_path_factory):
     by_size = live.groupby("host").size().sort_values(ascending=False)
     paused, slow, quick = by_size.index[:3]
     policy = pd.read_parquet(root / "host_policy")
-    policy.loc[policy["host"] == slow, "max_fetches_per_day"] = 40  # the file's own dtype
+    # (an int column: pandas reads it as float beside the nulls, the contract wants int)
+    policy["max_fetches_per_day"] = policy["max_fetches_per_day"].astype("Int64")
+    policy.loc[policy["host"] == slow, "max_fetches_per_day"] = 40
     assert (policy["host"] == slow).any()
     policy.to_parquet(root / "host_policy" / "part-0.parquet", index=False)
     pin, pin_high, forgot = (live.loc[live["host"] == slow, "url"].iloc[k] for k in range(3))
