@@ -187,9 +187,21 @@ def table(df: pd.DataFrame, formats: dict | None = None, headers: dict | None = 
 def _missing_box(doc: dict) -> str:
     items = [f"<li>{esc(d)}: {esc(why)}</li>" for d, why in sorted(doc["missing"].items())]
     f = doc["freshness"]
-    items += [f"<li>{esc(r.dt)}: no audit fetch scored (audit_n = {esc(num(r.audit_n))}): "
-              f"no achieved freshness for this day</li>"
-              for r in f.itertuples(index=False) if not r.missing and _isnan(r.audit)]
+    # consecutive days without a scored audit are one line (a rebuilt history has many)
+    runs: list[list] = []
+    for i, r in enumerate(f.itertuples(index=False)):
+        if r.missing or not _isnan(r.audit):
+            continue
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    for a, b in runs:
+        days = (esc(f["dt"].iloc[a]) if a == b else
+                f"{esc(f['dt'].iloc[a])} .. {esc(f['dt'].iloc[b])} ({b - a + 1} days)")
+        n = ("" if a != b else f" (audit_n = {esc(num(f['audit_n'].iloc[a]))})")
+        items.append(f"<li>{days}: no audit fetch scored{n}: no achieved freshness "
+                     f"{'for this day' if a == b else 'for these days'}</li>")
     if not items:
         return ""
     return (f'<div class="missing" role="alert"><strong>Missing inputs</strong> '

@@ -241,6 +241,10 @@ def test_a_day_without_audit_fetches_is_flagged():
     doc = _doc()
     doc["freshness"].loc[2, "audit"] = np.nan
     assert "no audit fetch scored" in render(doc)
+    doc["freshness"].loc[1, "audit"] = np.nan  # two days in a row: one line for both
+    page = render(doc)
+    assert f"{DAYS[1]} .. {DAYS[2]} (2 days): no audit fetch scored" in page
+    assert page.count("no audit fetch scored") == 1
 
 
 def test_empty_sections_say_so_instead_of_drawing_an_empty_table():
