@@ -74,6 +74,11 @@ DOCS = {
                "manifest in the event's extra. By hand: `recrawl publish --date D`.",
     "verify": "Reads `schedules/dt=D+1` back through its manifest and checks counts, checksums, "
               "headers and politeness (`jobs.verify`). By hand: `recrawl verify --date D`.",
+    "report": "Writes the day's report page to `reports/dt=D/report.html` and beside the "
+              "published schedules (`schedules/_reports/dt=D/report.html`, in no manifest), then "
+              "sends the threshold alerts of `[alerts]` (audit freshness floor and drop, "
+              "quarantine share, unused budget, blocked hosts) through the notifier "
+              "(`jobs.dag_tasks.report`). By hand: `recrawl report --date D`.",
 }
 
 
@@ -182,8 +187,11 @@ with RecrawlDAG(
     verify = PythonOperator(task_id="verify", python_callable=dag_tasks.verify,
                             op_kwargs=date_args, execution_timeout=timeout("verify"),
                             doc_md=DOCS["verify"])
+    report = PythonOperator(task_id="report", python_callable=dag_tasks.report,
+                            op_kwargs=date_args, execution_timeout=timeout("report"),
+                            doc_md=DOCS["report"])
     if cfg.airflow.spark_session == "run":
         spark_stages = [spark_stage("plan_day")]
     else:
         spark_stages = [spark_stage(s) for s in dag_tasks.SPARK_STAGES]
-    chain(wait_for_logs, validate, *spark_stages, publish, verify)
+    chain(wait_for_logs, validate, *spark_stages, publish, verify, report)

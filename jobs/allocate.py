@@ -13,8 +13,10 @@ run record reports. The same pass writes ``plan/dt=D``, one row per page with it
 lane and the reason for the rate (:mod:`jobs.core.plan_table`), a committed partition kept as
 long as state.
 
-Inputs beyond state: frontier/, host_policy/, and when present the hosts/dt=D table of the
-update side (cap_factor, trust_etag, trust_lm, audit_wanted), which must be committed.
+Inputs beyond state: frontier/, host_policy/, the operator's overrides/ (:mod:`jobs.overrides`:
+pins, host pauses, forced fetches, forgotten URLs; bad rows quarantined), and when present the
+hosts/dt=D table of the update side (cap_factor, trust_etag, trust_lm, audit_wanted), which
+must be committed.
 
 Run: ``python -m jobs.allocate --date D`` or ``spark-submit jobs/allocate.py --date D``.
 The lab's backtest passes :func:`run` a ``lambda_table`` (url, lambda: the simulator's true
@@ -24,7 +26,8 @@ from __future__ import annotations
 
 import sys
 
-from jobs import budget_cut, ingest, partitions, policy_rates, schemas, storage
+from jobs import (budget_cut, ingest, overrides, partitions, policy_rates, schemas,
+                  storage)
 from jobs.cli import stage_main
 from jobs.config import Config
 from jobs.core import budget_curve, host_plan
@@ -172,6 +175,10 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
     pages, quarantined, page_rows = load_pages(spark, cfg, run_date, lambda_table)
+    active, bad_overrides = overrides.load(cfg, run_date)
+    override_quarantined = overrides.quarantine(spark, cfg, run_date, bad_overrides)
+    quarantined += override_quarantined
+    pages = overrides.apply(spark, pages, active)
     # The three passes read the same bucketed page table: kept (persisted) after the first
     # one builds it, so the state is read, joined and shuffled once, not three times.
     buckets = policy_rates.bucketed(cfg, pages, page_rows).persist()
@@ -204,6 +211,10 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
 
     record = {
         "policy": cfg.policy.name, "quarantined_rows": quarantined,
+        "overrides": {"in_force": int(len(active)),
+                      "by_action": {str(k): int(v) for k, v in
+                                    active["action"].value_counts().sort_index().items()},
+                      "quarantined": override_quarantined},
         "due_total": int(totals["due_count"] or 0),
         "host_carried": int(totals["carried"] or 0),
         "signals_pending": int(totals["signals"] or 0),

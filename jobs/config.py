@@ -242,6 +242,8 @@ class AirflowConfig:
     publish_timeout_s: float = _doc("execution_timeout of publish (must exceed "
                                     "publish.lock_lease_s).", default=3600.0)
     verify_timeout_s: float = _doc("execution_timeout of verify.", default=3600.0)
+    report_timeout_s: float = _doc("execution_timeout of report (the day's page and its "
+                                   "threshold alerts).", default=1800.0)
     publish_deadline_h: float = _doc("Deadline alert: hours after the run date D's 00:00 UTC by "
                                      "which the run must have published (and verified) "
                                      "schedules/dt=D+1; the fleet starts on it at 24 h.",
@@ -264,7 +266,7 @@ class AirflowConfig:
                               "(python -m jobs.artefact) or empty")
         timeouts = ("poke_timeout_s", "validate_logs_timeout_s", "update_state_timeout_s",
                     "allocate_timeout_s", "build_schedule_timeout_s", "publish_timeout_s",
-                    "verify_timeout_s")
+                    "verify_timeout_s", "report_timeout_s")
         for name in timeouts:
             if not 0 < getattr(self, name) < float("inf"):
                 raise ConfigError(f"airflow.{name} must be > 0 and finite")
@@ -436,6 +438,38 @@ class AuditConfig:
 
 
 @dataclass(frozen=True)
+class AlertsConfig:
+    report_days: int = _doc("Days of metrics on the daily report the DAG's report task writes "
+                            "(reports/dt=D/report.html, and beside the published schedules).",
+                            default=14)
+    freshness_floor: float = _doc("Alert when the day's audit freshness is below this "
+                                  "(0: never).", default=0.5)
+    freshness_drop: float = _doc("Alert when the day's audit freshness is more than this below "
+                                 "the median of the audited days among the median_days before "
+                                 "it (1: never).", default=0.1)
+    median_days: int = _doc("Days before D whose audited freshness makes the median "
+                            "freshness_drop compares with (at least 3 of them must have an "
+                            "audit).", default=7)
+    quarantine_share_max: float = _doc("Alert when the day's quarantined input rows exceed this "
+                                       "share of its fetch-log rows (1: never).", default=0.01)
+    unused_budget_share_max: float = _doc("Alert when the budget left unused by every lane, "
+                                          "backfill included, exceeds this share of "
+                                          "budget.daily_fetches (1: never).", default=0.05)
+    hosts_blocked_max: int = _doc("Alert when more hosts than this are blocked by a Retry-After "
+                                  "for part of the next window (-1: never).", default=20)
+
+    def __post_init__(self):
+        if self.report_days < 1 or self.median_days < 1:
+            raise ConfigError("alerts.report_days and alerts.median_days must be >= 1")
+        for name in ("freshness_floor", "freshness_drop", "quarantine_share_max",
+                     "unused_budget_share_max"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"alerts.{name} must be in [0, 1]")
+        if self.hosts_blocked_max < -1:
+            raise ConfigError("alerts.hosts_blocked_max must be >= -1")
+
+
+@dataclass(frozen=True)
 class LanesConfig:
     fast_min_lambda: float = _doc("A known page joins the fast lane when its lambda_hat (changes/day) "
                                   "is at least this AND its importance at least fast_min_importance.",
@@ -493,6 +527,7 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     publish: PublishConfig = field(default_factory=PublishConfig)
     airflow: AirflowConfig = field(default_factory=AirflowConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
     estimation: EstimationConfig = field(default_factory=EstimationConfig)
     timing: TimingConfig = field(default_factory=TimingConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)

@@ -13,7 +13,8 @@ import os
 from typing import Any, Optional
 
 from jobs.config import Config, load_config
-from jobs.paths import join_key, planning_window, schedule_date, schedule_manifest_key
+from jobs.paths import (join_key, planning_window, schedule_date, schedule_manifest_key,
+                        schedule_report_key, shift_day)
 
 SCHEDULES_ASSET_NAME = "recrawl_schedules"
 #: The day's Spark stages, in order: one DAG task each, or one ``plan_day`` task for all
@@ -93,3 +94,68 @@ def run_verify(cfg: Config, date: str) -> dict:
 
 def verify(date: str, config_path: str | None = None) -> dict:
     return run_verify(load_config(config_path or None), date)
+
+
+REPORT_FILE = "report.html"
+
+
+def report_path(cfg: Config, date: str) -> str:
+    """Where the report task writes run date D's page under ``paths.root``:
+    ``reports/dt=D/report.html``, beside ``metrics/dt=D``."""
+    return f"{cfg.paths.table('reports', date)}/{REPORT_FILE}"
+
+
+def run_report(cfg: Config, date: str) -> dict:
+    """Write run date D's report page (``recrawl report``'s) beside the metrics and, with a
+    ``publish.target``, beside the published schedules (:func:`jobs.paths.schedule_report_key`:
+    in no day's manifest, so the fleet never sees it); compute the day's threshold alerts
+    (:func:`jobs.core.alert_rules.threshold_alerts`). Idempotent: a rerun rewrites the page."""
+    from jobs import metrics, report
+    from jobs.core import alert_rules
+    from jobs.fleet.schedule import filesystem_for
+    from jobs.objstore import open_store
+    from jobs.partitions import MissingPartitionError
+    from jobs.report_html import render
+
+    doc = report.build(cfg, date, days=cfg.alerts.report_days)
+    page = render(doc).encode("utf-8")
+    local = report_path(cfg, date)
+    fs, path = filesystem_for(local)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as fh:
+        fh.write(page)
+    published = None
+    if cfg.publish.target:
+        p = cfg.publish
+        store, location = open_store(p.target, endpoint_url=p.endpoint_url or None,
+                                     sse_kms_key_id=p.sse_kms_key_id or None)
+        key = schedule_report_key(location.prefix, date)
+        store.put_bytes(key, page, content_type="text/html; charset=utf-8")
+        published = location.uri(key)
+    earlier = []
+    for k in range(1, cfg.alerts.median_days + 1):
+        try:
+            earlier.append(metrics.read(cfg, shift_day(date, -k)))
+        except MissingPartitionError:
+            continue
+    lanes = doc["lanes"]
+    total = lanes[lanes["lane"] == "total"]
+    unused = float(total["unused"].iloc[0]) if len(total) else None
+    alerts = alert_rules.threshold_alerts(date, doc["metrics"], earlier, unused, cfg.alerts)
+    return {"report": local, "published": published, "alerts": alerts,
+            "bytes": len(page)}
+
+
+def report(date: str, config_path: str | None = None) -> dict:
+    """The report task: the page, then each threshold alert through the notifier (a notifier
+    that fails is logged with the alert; the published day stays published)."""
+    from jobs import notify
+
+    record = run_report(load_config(config_path or None), date)
+    for alert in record["alerts"]:
+        alert = {**alert, "schedule_date": schedule_date(date)}
+        try:
+            notify.send_alert(alert, config_path or None)
+        except Exception:  # noqa: BLE001 -- send_alert logged the alert itself
+            notify.log.exception("recrawl: could not deliver the %s alert", alert["check"])
+    return record

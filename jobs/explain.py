@@ -4,11 +4,15 @@ Reads a handful of rows with pyarrow filters on the ``url`` column, no Spark: th
 of ``state/dt=D`` (λ̂ with its interval, the prior, observations, validators, push signals),
 its host's row of ``hosts/dt=D`` (validator trust class, cap factor), its row of
 ``plan/dt=D`` (planned rate, lane, reason, marginal value, host cap) beside allocate's run
-record (the day's multiplier), its rows in the schedule for D+1 (the published day at
+record (the day's multiplier), the operator's overrides in force on the URL or its host
+(``overrides/``), its rows in the schedule for D+1 (the published day at
 ``publish.target`` by default, or the staging files under ``paths.root``), and its rows in
 ``fetch_logs`` of the last ``--days`` days. Every partition it needs must be committed (or,
 for the schedule, published): a missing one is :class:`MissingPartitionError` (exit 2),
-never an empty answer. Also a URL the run for D does not know.
+never an empty answer. A URL the run for D does not know is :class:`jobs.errors.UnknownURL`
+("URL not known", exit 2). A schedule that cannot be read (not published yet, no
+credentials, endpoint down) does not hide the rest: the answer says why in its schedule
+section and still shows state, plan and fetches.
 
 Run: ``recrawl explain URL --date D [--json] [--days N] [--schedule published|staging]``.
 """
@@ -151,8 +155,11 @@ def explain(cfg: Config, run_date: str, url: str, *, days: int = 3,
     Raises
     ------
     MissingPartitionError
-        A partition it reads is missing or uncommitted, or neither state/dt=D nor plan/dt=D
-        has the URL.
+        A partition it reads (state, plan, hosts, run record, fetch_logs of D) is missing
+        or uncommitted. An unreadable schedule is not an error: ``schedule["error"]`` says
+        why and ``schedule["slots"]`` is None.
+    UnknownURL
+        Neither state/dt=D nor plan/dt=D has the URL.
     """
     if days < 1:
         raise UsageError("--days must be >= 1")
@@ -167,15 +174,34 @@ def explain(cfg: Config, run_date: str, url: str, *, days: int = 3,
                                            "fast_rate", "floors_affordable")}
     if plan is not None:
         plan["reason_text"] = REASONS.get(plan["reason"], plan["reason"])
+    from jobs import overrides
+
+    active, _ = overrides.load(cfg, run_date)
     source = schedule or ("published" if cfg.publish.target else "staging")
     start, _ = planning_window(run_date)
     return {
         "url": url, "host": host, "run_date": run_date,
         "window_start": pd.Timestamp(start, unit="s", tz="UTC").isoformat(),
         "state": state, "host_row": hosts, "plan": plan, "allocate": allocate,
-        "schedule": schedule_slots(cfg, run_date, url, host, source),
+        "overrides": overrides.for_target(active, url, host),
+        "schedule": _schedule_or_why(cfg, run_date, url, host, source),
         "fetches": last_fetches(cfg, run_date, url, days),
     }
+
+
+def _schedule_or_why(cfg: Config, run_date: str, url: str, host: str, source: str) -> dict:
+    """:func:`schedule_slots`, or, when the schedule cannot be read, where it was looked for
+    and why (``slots`` None, ``error`` the named cause)."""
+    from jobs.shards import shard_of
+
+    try:
+        return {**schedule_slots(cfg, run_date, url, host, source), "error": None}
+    except MissingPartitionError as err:
+        where = (cfg.publish.target if source == "published"
+                 else cfg.paths.table("schedules", schedule_date(run_date)))
+        return {"source": source, "where": where, "date": schedule_date(run_date),
+                "shard": int(shard_of(host, cfg.schedule.n_shards)), "slots": None,
+                "error": f"{type(err).__name__}: {err}"}
 
 
 def _num(value, fmt="{:.4g}"):
@@ -230,8 +256,12 @@ def render(doc: dict) -> str:
                     f"{_num(h.get('nominal_cap'), '{:.0f}')} visits/day (day's verdict "
                     f"{h.get('health_verdict')}){blocked}"]
     out.append("")
+    if doc.get("overrides"):
+        out += ["Overrides in force (overrides/):"] + [f"  {o}" for o in doc["overrides"]]
+        out.append("")
     if p is None:
-        out += ["Plan: no row in plan/dt=D"]
+        out += ["Plan: no row in plan/dt=D" + (" (forgotten by an override)" if any(
+            o.startswith("forget ") for o in doc.get("overrides") or []) else "")]
     else:
         every = (f" (every {24.0 / p['planned_rate']:.3g} h)" if p["planned_rate"] else "")
         out += [
@@ -254,9 +284,11 @@ def render(doc: dict) -> str:
                 f"success) at the window's start)"]
     sch = doc["schedule"]
     out += ["", f"Schedule {sch['date']} ({sch['source']}: {sch['where']}, shard {sch['shard']}):"]
-    if not sch["slots"]:
+    if sch.get("error"):
+        out.append(f"  NOT READABLE: {sch['error']}")
+    elif not sch["slots"]:
         out.append("  no slot (not due in the window, or cut by the budget)")
-    for r in sch["slots"]:
+    for r in sch["slots"] or []:
         hdr = r.get("if_none_match") or r.get("if_modified_since") or ""
         out.append(f"  {_when(r['not_before'])}  {r['lane']:<9} {r['method']:<11} "
                    f"p_changed {_num(r['p_changed'], '{:.3f}')}  {hdr}".rstrip())
@@ -291,6 +323,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     doc = explain(config_from_args(args), args.date, args.url, days=args.days,
                   schedule=args.schedule)
+    if doc["schedule"]["error"]:  # the rest is printed; the gap is said on stderr too
+        print(f"warning: schedule {doc['schedule']['date']} not read: "
+              f"{doc['schedule']['error']}", file=sys.stderr)
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n" if args.json else render(doc))
     return 0
 

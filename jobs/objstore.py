@@ -124,12 +124,46 @@ def with_retries(operation: Callable[[], T], *, attempts: int = 5, base_delay_s:
     raise AssertionError("unreachable")
 
 
+#: The placeholder key a loopback S3 server gets when no credentials are configured.
+LOOPBACK_KEY = "loopback-only"
+
+
+def is_loopback_endpoint(endpoint_url: str | None) -> bool:
+    """Whether ``endpoint_url`` is an ``http(s)`` URL whose host is this machine
+    (``localhost``, 127.0.0.0/8, ``::1``): the demo's and the tests' S3 server."""
+    import ipaddress
+
+    if not endpoint_url:
+        return False
+    parsed = urlparse(endpoint_url)
+    host = parsed.hostname or ""
+    if parsed.scheme not in ("http", "https") or not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def make_s3_client(endpoint_url: str | None = None, max_pool_connections: int = 10):
-    """A boto3 S3 client with standard-mode retries; endpoint from arg or AWS config/env."""
+    """A boto3 S3 client with standard-mode retries; endpoint from arg or AWS config/env.
+
+    Credentials come from boto3's usual chain. Only for a loopback endpoint
+    (:func:`is_loopback_endpoint`, a local test server that accepts any key) and only when
+    that chain finds none, a placeholder key is used, so the demo's commands work without
+    hand-set credentials; any other endpoint without credentials stays NoCredentialsError.
+    """
     config = Config(retries={"mode": "standard", "total_max_attempts": BOTOCORE_MAX_ATTEMPTS},
                     max_pool_connections=max_pool_connections,
                     connect_timeout=10, read_timeout=60)
-    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
+    session = boto3.session.Session()
+    extra = {}
+    if is_loopback_endpoint(endpoint_url) and session.get_credentials() is None:
+        extra = {"aws_access_key_id": LOOPBACK_KEY, "aws_secret_access_key": LOOPBACK_KEY,
+                 "region_name": session.region_name or "us-east-1"}
+    return session.client("s3", endpoint_url=endpoint_url, config=config, **extra)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Optional
 DAY_S = 86400.0
 MANIFEST_NAME = "_manifest.json"  # a published day's manifest, written last
 LOCK_DIR = "_locks"               # the publish locks, beside the days (no day listing sees them)
+REPORT_DIR = "_reports"           # the daily reports, beside the days (in no manifest)
 
 
 # --- dates -------------------------------------------------------------------------------
@@ -106,6 +107,13 @@ def schedule_day_prefix(location_prefix: str, date: str) -> str:
 def schedule_manifest_key(location_prefix: str, date: str) -> str:
     """Key of a published day's manifest."""
     return join_key(schedule_day_prefix(location_prefix, date), MANIFEST_NAME)
+
+
+def schedule_report_key(location_prefix: str, run_date: str) -> str:
+    """Key of run date D's report page: beside the days (like the locks), so no day's
+    listing or manifest holds it and a republish of a day never deletes it."""
+    return join_key(location_prefix, "schedules", REPORT_DIR, f"dt={check_date(run_date)}",
+                    "report.html")
 
 
 def schedule_lock_key(location_prefix: str, date: str) -> str:

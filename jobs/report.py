@@ -92,6 +92,29 @@ def quarantine_frame(cfg: Config, run_date: str) -> pd.DataFrame:
                                 else pd.DataFrame())
 
 
+def override_summary(cfg: Config, run_date: str, allocate: dict) -> dict:
+    """The operator's overrides of the day: allocate's counts (in force, by action,
+    quarantined) and the rows in force in the table now, one line each."""
+    from jobs import overrides
+    from jobs.core.overrides import describe
+
+    active, bad = overrides.load(cfg, run_date)
+    return {"record": allocate.get("overrides") or {},
+            "lines": [describe(r) for r in active.to_dict("records")],
+            "quarantined_now": int(len(bad))}
+
+
+def _fast_share(row: dict, cfg: Config) -> float:
+    """``budget.fast_share`` of the run that wrote the day's metrics (its ``config_json``),
+    else the report's config."""
+    import json
+
+    try:
+        return float(json.loads(row.get("config_json") or "{}")["budget"]["fast_share"])
+    except (ValueError, KeyError, TypeError):
+        return float(cfg.budget.fast_share)
+
+
 def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
     """Everything the page shows for ``run_date`` (frames and small dicts).
 
@@ -114,11 +137,13 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
         "missing": {d: m for d, m in metrics.items() if isinstance(m, str)},
         "freshness": series, "forecast": dr.forecast_match(series),
         "lanes": dr.lane_budget(allocate.get("budget_cut") or {}),
+        "fast_lane": dr.fast_lane_note(allocate, _fast_share(metrics[run_date], cfg)),
         "flow": dr.due_planned_carried(dates, metrics),
         "health": dr.host_health_series(dates, metrics),
         "hosts_at_cap": dr.hosts_at_cap(sums), "hosts_planned": int(len(sums)),
         "lambda": pd.DataFrame({"bin": dr.lambda_bin_labels(), "pages": lam_counts}),
         "quarantine": quarantine_frame(cfg, run_date),
+        "overrides": override_summary(cfg, run_date, allocate),
         "stale_hosts": dr.top_stale_hosts(sums, top), "top": top,
         "budget_curve": curve, "budget_reading": dr.budget_reading(curve),
         "budget_series": dr.budget_series(dates, metrics),

@@ -279,9 +279,21 @@ def table(df: pd.DataFrame, formats: dict | None = None, headers: dict | None = 
 def _missing_box(doc: dict) -> str:
     items = [f"<li>{esc(d)}: {esc(why)}</li>" for d, why in sorted(doc["missing"].items())]
     f = doc["freshness"]
-    items += [f"<li>{esc(r.dt)}: no audit fetch scored (audit_n = {esc(num(r.audit_n))}): "
-              f"no achieved freshness for this day</li>"
-              for r in f.itertuples(index=False) if not r.missing and _isnan(r.audit)]
+    # consecutive days without a scored audit are one line (a rebuilt history has many)
+    runs: list[list] = []
+    for i, r in enumerate(f.itertuples(index=False)):
+        if r.missing or not _isnan(r.audit):
+            continue
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    for a, b in runs:
+        days = (esc(f["dt"].iloc[a]) if a == b else
+                f"{esc(f['dt'].iloc[a])} .. {esc(f['dt'].iloc[b])} ({b - a + 1} days)")
+        n = ("" if a != b else f" (audit_n = {esc(num(f['audit_n'].iloc[a]))})")
+        items.append(f"<li>{days}: no audit fetch scored{n}: no achieved freshness "
+                     f"{'for this day' if a == b else 'for these days'}</li>")
     if not items:
         return ""
     return (f'<div class="missing" role="alert"><strong>Missing inputs</strong> '
@@ -306,6 +318,64 @@ def _headline(doc: dict) -> str:
             f'{esc(match)}.</p>')
 
 
+def _budget_text(lanes: pd.DataFrame, total) -> str:
+    """The unused budget in words: the same figures as the chart's "unused" and "left to
+    backfill" marks (lane ``backfill`` spends what the other lanes leave)."""
+    if total is None:
+        return '<p class="missing">allocate\'s run record has no budget cut.</p>'
+    text = (f"Unused budget: {num(total['unused'])} of {num(total['budget'])} visits "
+            f"(the chart's \u201cunused\u201d).")
+    backfill = lanes[lanes["lane"] == "backfill"]
+    if len(backfill):
+        b = backfill.iloc[0]
+        text += (f" The lanes left {num(total['to_backfill'])} visits of their budgets "
+                 f"(\u201cleft to backfill\u201d); lane backfill (the next day's visits pulled "
+                 f"forward, and push signals not worth a planned visit) planned "
+                 f"{num(b['planned'])} of them, so {num(b['unused'])} stayed unused.")
+    return f"<p>{esc(text)}</p>"
+
+
+def _fast_text(note: dict | None) -> str:
+    """Why the fast lane planned what it did (its share is a target, and with a budget-aware
+    policy a floor: fast pages priced with refresh may take refresh budget)."""
+    if not note or note.get("planned") is None:
+        return ""
+    share = ("n/a" if note.get("fast_share") is None else f"{note['fast_share']:g}")
+    text = (f"Fast lane: {num(note['planned'])} visits planned of {num(note['candidates'])} "
+            f"candidates. budget.fast_share = {share} sets its target "
+            f"floor(fast_share \u00d7 budget) = {num(note['target'])} visits")
+    if note.get("fast_floor"):
+        text += (f". Policy {note.get('policy')} is budget-aware and lanes.fast_as_floor is on, "
+                 f"so that share is a floor, not a cap: fast pages are also priced by the "
+                 f"policy together with refresh (each gets max(fast rate, policy rate)), and the "
+                 f"fast lane may spend the refresh budget too (its cut budget today: "
+                 f"{num(note['cut_budget'])}); what it leaves flows to refresh.")
+    else:
+        text += (f", its cut budget today {num(note['cut_budget'])} (the fast rate "
+                 f"{num(note.get('fast_rate'), '{:.3g}')}/day is all a fast page gets); what "
+                 f"the lane leaves flows to refresh.")
+    return f"<p>{esc(text)}</p>"
+
+
+def _overrides_html(ov: dict | None, top: int) -> str:
+    """The overrides allocate applied (its run record) and the rows in force now."""
+    if not ov:
+        return "<p>No override information for this run.</p>"
+    rec = ov.get("record") or {}
+    by = rec.get("by_action") or {}
+    applied = ", ".join(f"{n} {a}" for a, n in sorted(by.items())) or "none"
+    text = (f"The run applied {num(rec.get('in_force', 0))} override(s) from overrides/ "
+            f"({applied}); {num(rec.get('quarantined', 0))} bad override row(s) quarantined. "
+            f"A pin above its host's daily cap is capped (plan reason override_pin_capped): "
+            f"politeness always wins.")
+    lines = ov.get("lines") or []
+    items = "".join(f"<li>{esc(x)}</li>" for x in lines[:top])
+    more = f"<p>… and {len(lines) - top} more.</p>" if len(lines) > top else ""
+    listing = (f"<p>In force in the table now:</p><ul>{items}</ul>{more}" if lines else
+               "<p>No override in force in the table now.</p>")
+    return f"<p>{esc(text)}</p>{listing}"
+
+
 def render(doc: dict) -> str:
     """The page for :func:`jobs.report.build`'s ``doc``."""
     d = doc["run_date"]
@@ -325,12 +395,11 @@ def render(doc: dict) -> str:
                "audit_n": "{:,.0f}", "expected": "{:.3f}", "forecast": "{:.3f}"}),
         "<h2>Budget by lane</h2>",
         bar_chart("Budget by lane: planned and unused", per_lane["lane"],
-                  [("planned", per_lane["planned"]), ("unused", per_lane["unused"])],
+                  [("planned", per_lane["planned"]), ("left to backfill", per_lane["to_backfill"]),
+                   ("unused", per_lane["unused"])],
                   ylabel="visits / day", xlabel="lane", stacked=True),
-        table(lanes),
-        (f"<p>Unused budget: {esc(num(total['unused']))} of {esc(num(total['budget']))} "
-         f"visits.</p>" if total is not None else
-         '<p class="missing">allocate\'s run record has no budget cut.</p>'),
+        table(lanes, headers={"to_backfill": "left to backfill"}),
+        _budget_text(lanes, total), _fast_text(doc.get("fast_lane")),
         *budget_section(doc),
         "<h2>Due, planned and carried over</h2>",
         bar_chart("Visits due, planned and carried over per run",
@@ -356,6 +425,7 @@ def render(doc: dict) -> str:
         "<h2>Distribution of λ̂</h2>",
         bar_chart("Known pages by estimated change rate λ̂", lam["bin"],
                   [("pages", lam["pages"])], ylabel="pages", xlabel="λ̂ (changes/day)"),
+        "<h2>Operator overrides</h2>", _overrides_html(doc.get("overrides"), doc["top"]),
         "<h2>Quarantined rows by reason</h2>",
         (table(q) if len(q) else f"<p>No input row was quarantined on {esc(d)}.</p>"),
         "<h2>Top stale important hosts</h2>",

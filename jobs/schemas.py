@@ -185,6 +185,30 @@ FRONTIER = Contract("frontier", "frontier/dt=YYYY-MM-DD/*.parquet",
     C("importance", "float", "importance if known", True),
 ))
 
+OVERRIDES = Contract("overrides", "overrides/*.parquet",
+                     "Optional. The operator's levers, read by allocate on every run (no date "
+                     "partition: a row applies until removed or until `until`). A bad row is "
+                     "quarantined (source `overrides`, reasons `bad_action`, `missing_url`, "
+                     "`missing_host`, `bad_visits_per_day`, `missing_until`, "
+                     "`missing_created_at`, `duplicate_override` or the URL rule's) and the "
+                     "others still apply. `recrawl explain` and the report show the ones in "
+                     "force; politeness always wins (a pin above the host's cap is capped).", (
+    C("action", "string", "`pin` (the URL's visits/day), `pause_host` (no fetch of the host "
+                          "before `until`), `force` (fetch the URL on the next schedule) or "
+                          "`forget` (stop planning the URL)"),
+    C("url", "string", "the URL (pin, force, forget), exactly as in state/", True),
+    C("host", "string", "the host (pause_host)", True),
+    C("visits_per_day", "float", "pin: visits/day, > 0 and at most 1440; capped at the host's "
+                                 "daily cap", True, False),
+    C("until", "date", "pause_host (required): no fetch before this date, UTC; pin, force, "
+                       "forget: in force for the runs planning a day before it (null: until "
+                       "the row is removed)", True, False),
+    C("created_at", "timestamp", "force (required): when it was asked; the URL gets a visit "
+                                 "at the start of the next planned day unless it was fetched "
+                                 "after this", True, False),
+    C("note", "string", "who asked and why (free text, shown by explain)", True, False),
+))
+
 # The per-URL change statistics of jobs.core.estimators_stats (decayed sums).
 _STATS_NAMES = tuple([f"chg_n_{k:02d}" for k in range(16)] + [f"chg_t_{k:02d}" for k in range(16)]
                      + ["unch_n", "unch_t", "lm_n", "lm_changes", "lm_exposure"])
@@ -322,8 +346,9 @@ PLAN = Contract("plan", "plan/dt=YYYY-MM-DD/*.parquet",
     C("lane", "string", "refresh, fast or discovery (gone pages: refresh)"),
     C("reason", "string", "why the page gets its rate: gone_recheck, discovery, "
                           "discovery_deferred, push_signal, signal_not_worth, fast_lane, "
-                          "host_cap, min_rate, max_rate, timed, multiplier or policy "
-                          "(jobs/core/plan_table.py)"),
+                          "host_cap, min_rate, max_rate, timed, multiplier, policy, or an "
+                          "operator override: override_pin, override_pin_capped, "
+                          "override_force, override_pause (jobs/core/plan_table.py)"),
     C("planned_rate", "float", "planned visits per day"),
     C("visits", "int", "candidate visits in the window after the host cap, before the budget "
                        "cut (the schedule holds the ones that survived it)"),
@@ -367,7 +392,9 @@ QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
                           "null_fetched_at, future_fetched_at, late_fetched_at, "
                           "stale_fetched_at, bad_status, negative_bytes, bad_importance, "
                           "null_host, bad_host, bad_crawl_delay, bad_max_fetches, "
-                          "null_signaled_at, future_signaled_at, bad_signaled_at, bad_source "
+                          "null_signaled_at, future_signaled_at, bad_signaled_at, bad_source, "
+                          "bad_action, missing_url, missing_host, bad_visits_per_day, "
+                          "missing_until, missing_created_at, duplicate_override "
                           "(docs/contract.md)"),
     C("url", "string", "the row's url", True),
     C("row_json", "string", "the whole row as JSON"),
@@ -475,8 +502,8 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
     C("config_json", "string", "the config that produced the run"),
 ))
 
-CONTRACTS = {c.name: c for c in (FETCH_LOG, IMPORTANCE, HOST_POLICY, SIGNALS, FRONTIER, STATE, HOSTS,
-                                 PLAN, SCHEDULE, QUARANTINE, METRICS)}
+CONTRACTS = {c.name: c for c in (FETCH_LOG, IMPORTANCE, HOST_POLICY, SIGNALS, FRONTIER, OVERRIDES,
+                                 STATE, HOSTS, PLAN, SCHEDULE, QUARANTINE, METRICS)}
 
 
 def markdown() -> str:

@@ -34,7 +34,7 @@ os.environ["PYTHONPATH"] = REPO + (os.pathsep + os.environ["PYTHONPATH"]
                                    if os.environ.get("PYTHONPATH") else "")
 
 
-E2E_FIXTURES = frozenset({"spark", "airflow_db"})
+E2E_FIXTURES = frozenset({"spark", "airflow_db", "demo_run"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
@@ -97,3 +97,43 @@ def s3_server(moto_server):
     moto_server.reset()
     with dummy_aws_env():
         yield moto_server
+
+
+DEMO_RUN_DATE = "2026-11-29"
+DEMO_ARGS = ("--urls", "1500", "--hosts", "24", "--days", "7", "--plan-days", "3",
+             "--date", DEMO_RUN_DATE,
+             "--set", "budget.daily_fetches=600", "--set", "audit.sample_rate=0.2",
+             "--set", "spark.state_buckets=2", "--set", "schedule.n_shards=4",
+             "--set", "spark.settings.spark.sql.shuffle.partitions=4",
+             # an alert the days will raise: the report task's threshold alerts reach the log
+             "--set", "alerts.freshness_floor=0.99")
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """One run of the README's demo (`python -m lab.tools.demo`, small web, 3 days executed
+    by the simulated fleet) in its own work directory and loopback S3 port; the S3 server is
+    stopped after the session. Gives the summary's text and lines, the work directory and
+    the printed next commands."""
+    import socket
+
+    work = tmp_path_factory.mktemp("demo")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "lab.tools.demo", "--workdir", str(work / "demo"),
+           "--port", str(port), *DEMO_ARGS]
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=3600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        lines = proc.stdout.splitlines()
+        start = lines.index("Next commands (run them as printed; the first once per shell):")
+        end = next(i for i in range(start, len(lines)) if lines[i].startswith("Stop the local"))
+        yield {"stdout": proc.stdout, "lines": lines, "workdir": work / "demo",
+               "commands": [x.strip() for x in lines[start + 1:end]], "port": port,
+               "run_date": DEMO_RUN_DATE}
+    finally:
+        subprocess.run(["bash", os.path.join(REPO, "infra", "local_s3.sh"), "stop", str(port)],
+                       env=env, capture_output=True)

@@ -69,20 +69,50 @@ def forecast_match(series: pd.DataFrame) -> dict:
             "bias": float(err.mean()), "covered": int(inside.sum())}
 
 
+LANE_BUDGET_COLUMNS = ("lane", "budget", "candidates", "planned", "to_backfill", "unused")
+
+
 def lane_budget(cut: dict) -> pd.DataFrame:
-    """Budget, candidates, planned visits and the unused budget per lane, from allocate's
-    budget cut (``{lane: {budget, candidates, selected, ...}}``), with a ``total`` row."""
+    """Budget, candidates, planned visits, what each lane left to the backfill and the unused
+    budget per lane, from allocate's budget cut (``{lane: {budget, candidates, selected}}``),
+    with a ``total`` row.
+
+    Lane ``backfill`` has no budget of its own: it gets what the other lanes leave
+    (``budget - planned`` each, column ``to_backfill``) and plans the next day's visits
+    pulled forward with it; only what backfill cannot use is ``unused``. So the total's
+    ``unused`` is backfill's, and ``to_backfill`` summed over the lanes is backfill's budget.
+    A cut without a backfill lane leaves the lanes' leftovers unused.
+    """
     rows = [{"lane": lane, "budget": int(c.get("budget") or 0),
              "candidates": int(c.get("candidates") or 0), "planned": int(c.get("selected") or 0)}
             for lane, c in sorted(cut.items())]
     out = pd.DataFrame(rows, columns=["lane", "budget", "candidates", "planned"])
-    total = out[["budget", "candidates", "planned"]].sum()
+    left = (out["budget"] - out["planned"]).clip(lower=0)
+    is_backfill = out["lane"] == "backfill"
+    has_backfill = bool(is_backfill.any())
+    out["to_backfill"] = np.where(~is_backfill & has_backfill, left, 0)
+    out["unused"] = np.where(is_backfill | (not has_backfill), left, 0)
+    total = out[["budget", "candidates", "planned", "to_backfill", "unused"]].sum()
     # backfill's budget is what the other lanes left unused: not more budget in the total
-    total["budget"] -= int(out.loc[out["lane"] == "backfill", "budget"].sum())
+    total["budget"] -= int(out.loc[is_backfill, "budget"].sum())
     out = pd.concat([out, pd.DataFrame([{"lane": "total", **total.to_dict()}])],
                     ignore_index=True)
-    out["unused"] = (out["budget"] - out["planned"]).clip(lower=0)
-    return out.astype({c: "int64" for c in ("budget", "candidates", "planned", "unused")})
+    return out.astype({c: "int64" for c in LANE_BUDGET_COLUMNS[1:]})
+
+
+def fast_lane_note(allocate: dict, fast_share: float | None) -> dict:
+    """Why the fast lane planned what it did, from allocate's run record: its share's target
+    ``floor(fast_share × budget)``, the budget the cut gave it, what it planned, and whether
+    its rate is a floor of the policy's joint solve (``fast_floor``: fast pages are priced
+    with refresh, so the lane may spend refresh budget; what it leaves flows to refresh)."""
+    cut = allocate.get("budget_cut") or {}
+    fast = cut.get("fast") or {}
+    total = sum(int((c or {}).get("budget") or 0) for lane, c in cut.items() if lane != "backfill")
+    target = (int(np.floor(fast_share * total)) if fast_share is not None and total else None)
+    return {"fast_share": fast_share, "target": target,
+            "cut_budget": fast.get("budget"), "planned": fast.get("selected"),
+            "candidates": fast.get("candidates"), "fast_floor": bool(allocate.get("fast_floor")),
+            "fast_rate": allocate.get("fast_rate"), "policy": allocate.get("policy")}
 
 
 def due_planned_carried(days: list[str], metrics: dict) -> pd.DataFrame:

@@ -245,6 +245,30 @@ def _early_visits(pages: pd.DataFrame, work: pd.DataFrame, rate, last_success, l
     return out
 
 
+def _overrides(pages: pd.DataFrame, b: plan_work.Bucket, rate: np.ndarray, live: np.ndarray,
+               last_fetch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rates, override reason per page or None) after the operator's overrides.
+
+    ``pin_rate``: a live page's visits/day, at most its host's cap (``override_pin_capped``
+    when the cap lowered it); ``force_after``: a live page not fetched since gets a visit
+    now (``override_force``); ``paused``: its host's cap is 0 today (``override_pause``)."""
+    n = len(pages)
+    override = np.full(n, None, dtype=object)
+    paused = plan_work.flag(pages, "paused", False)
+    pin = plan_work.column(pages, "pin_rate", np.nan).to_numpy(dtype=float)
+    force_after = plan_work.column(pages, "force_after", np.nan).to_numpy(dtype=float)
+    cap = b.cap[b.groups.codes].astype(float)
+    pinned = live & ~np.isnan(pin) & ~paused
+    rate = np.where(pinned, np.minimum(pin, cap), rate)
+    override[pinned] = np.where(pin[pinned] > cap[pinned], "override_pin_capped",
+                                "override_pin")
+    forced = (live & ~np.isnan(force_after) & ~paused
+              & (np.isnan(last_fetch) | (last_fetch <= force_after)) & (cap >= 1))
+    override[forced] = "override_force"
+    override[paused] = "override_pause"
+    return rate, override
+
+
 def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     """Pass 3: every host's capped candidate visits, best first, plus one figures row per
     host (``url`` null, :data:`HOST_FIGURES`; the visits leave those columns null) and one
@@ -264,6 +288,11 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     rate, res, curve_rates = plan_work.lane_rates_at(b, ctx, ctx.curve)
     last_fetch, last_success, signal_at = (plan_work.seconds(pages, c) for c in TIME_COLUMNS)
     known, gone = work["known"].to_numpy(), work["gone"].to_numpy()
+    # The operator's overrides (jobs.core.overrides; allocate adds the columns): a pinned
+    # rate replaces the policy's, never above the host's cap (politeness wins); a forced
+    # page is due at the window's start like a push signal, kept first by the cap and cut.
+    rate, override = _overrides(pages, b, rate, known & ~gone, last_fetch)
+    forced = override == "override_force"
     # A trusted push signal newer than the last fetch: due now, P(changed) = 1, when a visit
     # now is worth the day's price (a page changing many times a day is stale again within
     # hours: its signal is no news, and its visit would cost a better one elsewhere).
@@ -275,6 +304,8 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         stale_value = ctx.policy.stale_visit_values(work[signaled], rate[signaled])
         signal[signaled] = ctx.policy.stale_visit_worth(work[signaled], rate[signaled],
                                                         ctx.level, values=stale_value)
+    signaled_only = signaled & ~forced  # a forced page is due now whatever its signal says
+    signal |= forced
     rhythm_from = rhythm_anchor(last_fetch, last_success, pages)
     period = 86400.0 / np.where(rate > 0, rate, 1.0)
     page_cols = {
@@ -319,10 +350,13 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # Backfill: known, not gone, untimed refresh and fast pages not already due in full,
     # and the signals not worth a planned visit (at the window start, P(changed) = 1), all
     # ranked by what the visit buys.
-    pullable = (keep & ~catch_up & ~signaled & ~gone & np.isin(lane, ("refresh", "fast"))
-                & np.isnan(timed["period_s"]))
-    ignored = ~signal[signaled] & ~gone[signaled]  # of the signaled rows: turned down
-    stale_now = frame[signaled][ignored].assign(
+    pinned = np.isin(override, ("override_pin", "override_pin_capped"))  # the rate is theirs
+    pullable = (keep & ~catch_up & ~signaled & ~forced & ~pinned & ~gone
+                & np.isin(lane, ("refresh", "fast")) & np.isnan(timed["period_s"]))
+    ignored = ~signal[signaled_only] & ~gone[signaled_only]  # of the signaled rows: turned down
+    if stale_value is not None:
+        stale_value = stale_value[~forced[signaled]]
+    stale_now = frame[signaled_only][ignored].assign(
         due_s=ctx.window_start, p_changed=1.0,
         priority=stale_value[ignored] if stale_value is not None else np.nan)
     last_in_window = kept.groupby("page")["due_s"].max()
@@ -382,6 +416,10 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     # A rhythm check is kept first of the budget the day leaves unused: one visit that can
     # stop a page taking a visit a day for nothing (jobs.core.timing, "Rhythm checks").
     out["probe"] |= kept["check"].eq(True).to_numpy()
+    # Visits the operator asked for (pinned or forced) are kept first by the cut too.
+    out["probe"] |= (np.isin(override[page], ("override_pin", "override_pin_capped",
+                                              "override_force"))
+                     & (out["lane"].to_numpy() != "audit"))
     per_page = np.bincount(page, minlength=len(pages))
     audited = np.bincount(page, weights=kept["lane"].to_numpy() == "audit", minlength=len(pages))
     rows = plan_table.page_rows(
@@ -393,6 +431,6 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         policy=policy, f_min=getattr(policy, "f_min", ctx.f_min),
         f_max=getattr(policy, "f_max", ctx.f_max), window_start=ctx.window_start,
         timing_gain=work["timing_gain"].to_numpy(), rate_ceiling=work["rate_ceiling"].to_numpy(),
-        signal_ignored=signaled & ~signal)
+        signal_ignored=signaled & ~signal, override=override)
     out = pd.concat([out, pd.DataFrame(figures), rows], ignore_index=True)
     return out.reindex(columns=PLAN_COLUMNS)

@@ -30,6 +30,10 @@ multiplier             policy ``optimal``: the rate whose marginal value equals 
                        multiplier (``metrics.refresh_marginal_value``)
 policy                 the rate of the configured policy (uniform, proportional, adaptive)
                        at the day's level
+override_pin           the operator pinned the page's visits/day (``overrides/``)
+override_pin_capped    pinned above the host's daily cap: the cap's rate instead
+override_force         the operator forced a visit at the start of the window
+override_pause         the operator paused the page's host: no visit today
 =====================  ==================================================================
 
 ``audit`` (a measurement-only full fetch of the freshness audit sample today) is a flag
@@ -61,6 +65,11 @@ REASONS = {
              "more visits buy nothing",
     "multiplier": "the rate whose marginal value equals the day's multiplier",
     "policy": "the configured policy's rate at the day's level",
+    "override_pin": "the operator pinned the page's visits/day (overrides/)",
+    "override_pin_capped": "the operator pinned the page above its host's daily cap: "
+                           "politeness wins, the page gets the cap",
+    "override_force": "the operator forced a visit at the start of the window (overrides/)",
+    "override_pause": "the operator paused the page's host (overrides/): no visit today",
 }
 
 PLAN_ROW_DDL = (  # plan_bucket's per-page rows (``reason`` not null): the plan/dt=D table
@@ -81,8 +90,9 @@ def p_stale(lam, last_success_s, at_s) -> np.ndarray:
 
 
 def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy, f_min, f_max,
-            rate_ceiling=None, signal_ignored=None):
-    """The reason code of each page (:data:`REASONS`), the first that applies."""
+            rate_ceiling=None, signal_ignored=None, override=None):
+    """The reason code of each page (:data:`REASONS`), the first that applies (an
+    operator's ``override`` code, where not None, before all)."""
     lane = np.asarray(lane, dtype=object)
     ignored = (np.zeros(lane.size, bool) if signal_ignored is None
                else np.asarray(signal_ignored, dtype=bool))
@@ -101,13 +111,17 @@ def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy,
                        ((lane == "discovery") & ~selected, "discovery_deferred"),
                        ((lane == "discovery") & selected, "discovery"), (gone, "gone_recheck")):
         out[mask] = code  # later rules win: they are checked first in the table above
+    if override is not None:
+        override = np.asarray(override, dtype=object)
+        has = np.array([o is not None for o in override], dtype=bool)
+        out[has] = override[has]
     return out
 
 
 def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, importance,
               lambda_hat, last_success_s, visits, audit, host_cap, cap_binds, policy,
               f_min, f_max, window_start, timing_gain=None, rate_ceiling=None,
-              signal_ignored=None) -> pd.DataFrame:
+              signal_ignored=None, override=None) -> pd.DataFrame:
     """One plan row per page (columns ``host``, ``url``, ``lane`` and :data:`PLAN_ROW_COLUMNS`).
 
     ``visits``/``audit``: the page's candidate visits and whether one is an audit, after the
@@ -121,7 +135,8 @@ def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, impor
     rate = np.asarray(rate, dtype=float)
     code = reasons(lane=lane, gone=gone, selected=selected, signal=signal, rate=rate,
                    fast_rate=fast_rate, cap_binds=cap_binds, policy=policy, f_min=f_min,
-                   f_max=f_max, rate_ceiling=rate_ceiling, signal_ignored=signal_ignored)
+                   f_max=f_max, rate_ceiling=rate_ceiling, signal_ignored=signal_ignored,
+                   override=override)
     priced = (np.asarray(lane, dtype=object) != "discovery") & ~np.asarray(gone, bool)
     mv = np.full(rate.size, np.nan)
     if getattr(policy, "name", None) == "optimal" and priced.any():

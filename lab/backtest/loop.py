@@ -198,7 +198,7 @@ def write_inputs(sim: Simulation, root: Path, day: int) -> None:
                 root / "_truth" / "pages" / "part-0.parquet", TRUTH_PAGES_SCHEMA)
 
 
-def _write_day(sim: Simulation, root: Path, day: int, log: pa.Table) -> None:
+def write_day(sim: Simulation, root: Path, day: int, log: pa.Table) -> None:
     date = sim.params.date_of(day)
     write_table(log, partition_dir(root, "fetch_logs", date) / "part-00000.parquet",
                 FETCH_LOG_SCHEMA)
@@ -213,7 +213,7 @@ def write_history(spec: BacktestSpec, root: Path, days: int | None = None) -> Si
     writing each day's inputs under ``root``; return the simulation after them."""
     days = spec.history_days if days is None else days
     sim = Simulation(spec.params())
-    run_history(sim, days, lambda d, table, rec: _write_day(sim, root, d, table))
+    run_history(sim, days, lambda d, table, rec: write_day(sim, root, d, table))
     write_table(pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False),
                 root / "host_policy" / "part-0.parquet", HOST_POLICY_SCHEMA)
     write_inputs(sim, root, days - 1)

@@ -1,7 +1,17 @@
-"""The README's demo: sample history -> `airflow dags test recrawl_daily D` -> S3 -> summary.
+"""The README's demo: a sample web's history, then several days of `airflow dags test
+recrawl_daily D` with the simulated fleet executing each published schedule, then a summary
+that ends with the next commands to try (each works as printed).
 
-Everything lives under ``var/demo/``; the S3 server (moto, loopback) is left running so
-the published schedule can be inspected; ``bash infra/local_s3.sh stop`` ends it.
+A synthetic web (:mod:`lab.sim`) is crawled by the legacy crawler up to D - ``plan_days``;
+state is rebuilt from that history; then for each run date from D - ``plan_days`` to D the
+DAG plans and publishes the next day to the loopback S3 server, and (before D) the simulated
+fleet reads that day through its manifest and executes it, audit rows included, writing the
+fetch logs the next run reads. So the report has audited freshness on ``plan_days`` days
+and the forecast each was checked against.
+
+Everything lives under ``var/demo/`` (its config ``var/demo/recrawl.toml``); the S3 server
+(moto, loopback) is left running so the published schedules can be inspected;
+``bash infra/local_s3.sh stop`` ends it.
 """
 from __future__ import annotations
 
@@ -17,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from jobs.config import load_config, toml_text
-from jobs.paths import previous_day, schedule_date, schedule_manifest_key, shift_day
+from jobs.paths import schedule_date, schedule_manifest_key, shift_day
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "recrawl-schedules"
@@ -53,24 +63,103 @@ def start_s3(port: int) -> str:
 
 def demo_overrides(root: Path, endpoint: str) -> list[str]:
     """The demo's config: its local S3 endpoint set explicitly, since the default (empty)
-    is AWS itself and a demo must never publish there."""
+    is AWS itself and a demo must never publish there; the day's three Spark stages in one
+    Spark session (``airflow.spark_session = run``: one JVM start a day instead of three;
+    ``--set airflow.spark_session=stage`` runs them as three tasks)."""
     if not endpoint:
         raise ValueError("the demo publishes to its loopback S3 server only: endpoint required")
     return [f"paths.root={root}", f"publish.target=s3://{BUCKET}",
-            f"publish.endpoint_url={endpoint}", "spark.master=local[2]"]
+            f"publish.endpoint_url={endpoint}", "spark.master=local[2]",
+            "airflow.spark_session=run"]
+
+
+def make_web(root: Path, urls: int, hosts: int, seed: int, first: str, legacy_days: int):
+    """The demo's web, crawled by the legacy crawler for ``legacy_days`` from ``first``:
+    fetch logs, signals, frontier, host policy and importance under ``root``; returns the
+    simulation, ready for the fleet to execute the planner's schedules."""
+    import pyarrow as pa
+
+    from lab.backtest.loop import PROCESS_SHARES, write_day, write_inputs
+    from lab.sim import Simulation, WebParams, run_history
+    from lab.sim.contract import HOST_POLICY_SCHEMA, write_table
+
+    params = WebParams(n_urls=urls, n_hosts=hosts, seed=seed, start=first,
+                       process_shares=PROCESS_SHARES)
+    sim = Simulation(params)
+    run_history(sim, legacy_days, lambda d, table, rec: write_day(sim, root, d, table))
+    write_table(pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False),
+                root / "host_policy" / "part-0.parquet", HOST_POLICY_SCHEMA)
+    write_inputs(sim, root, legacy_days - 1)
+    sim.root = root  # from now on each executed day writes its fetch logs there
+    return sim
+
+
+def fleet_executes(sim, cfg, endpoint: str, day: str) -> int:
+    """The simulated fleet reads the published ``schedules/dt=day`` through its manifest
+    and executes it (writes ``fetch_logs/dt=day``, signals, frontier); returns its rows."""
+    from lab.backtest.loop import write_inputs
+    from jobs.verify import read_schedule
+
+    schedule = read_schedule(cfg.publish.target, day, endpoint)
+    result = sim.step(day, schedule)
+    write_inputs(sim, sim.root, sim.params.day_index(day))
+    return len(schedule)
+
+
+def example_url(cfg, endpoint: str, day: str) -> str:
+    """A URL of the published day with a refresh slot (else any slot): explain has
+    something to show for it."""
+    from jobs.verify import read_schedule
+
+    rows = read_schedule(cfg.publish.target, day, endpoint)
+    refresh = rows[rows["lane"] == "refresh"]
+    return str(sorted((refresh if len(refresh) else rows)["url"])[0])
+
+
+def next_commands(workdir: Path, config_path: Path, run_date: str, url: str) -> list[str]:
+    """The commands the summary ends with, each runnable as printed from the checkout
+    (after the first). Paths are relative to the checkout when the demo's files are in it."""
+    def rel(p: Path) -> str:
+        try:
+            return str(p.relative_to(REPO))
+        except ValueError:
+            return str(p)
+
+    conf = rel(config_path)
+    metrics = rel(workdir / "data" / "metrics")
+    query = ("SELECT dt, written_by, planned_total, audit_n, round(audit_freshness, 3) AS audit, "
+             "round(expected_freshness, 3) AS expected FROM read_parquet("
+             f"'{metrics}/dt=*/*.parquet') ORDER BY dt")
+    return [
+        f"cd {REPO} && source infra/env.sh",
+        f"recrawl explain '{url}' --date {run_date} --config {conf}",
+        f"recrawl report --date {run_date} --config {conf} "
+        f"--out {rel(workdir / f'report-{run_date}.html')}",
+        # one of docs/queries.md's questions, in DuckDB (bash turns each \\" into ")
+        'python -c "import duckdb; duckdb.sql(\\"' + query + '\\").show()"',
+        f"recrawl status --to {run_date} --config {conf}",
+        f"recrawl stats --date {run_date} --config {conf}",
+    ]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--date", default="2026-11-29", help="logical date D to run")
+    parser.add_argument("--date", default="2026-11-29", help="last logical date D to run")
     parser.add_argument("--urls", type=int, default=20000)
     parser.add_argument("--hosts", type=int, default=200)
     parser.add_argument("--days", type=int, default=14, help="days of history ending at --date")
+    parser.add_argument("--plan-days", type=int, default=3,
+                        help="days whose schedule the simulated fleet executes (the DAG runs "
+                             "for D-N .. D, N+1 runs); the legacy crawler fetched the days "
+                             "before")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--port", type=int, default=int(os.environ.get("LOCAL_S3_PORT", 9000)))
     parser.add_argument("--workdir", default=str(REPO / "var" / "demo"))
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     args = parser.parse_args(argv)
+    if not 0 <= args.plan_days <= args.days - 2:
+        parser.error("--plan-days must be between 0 and --days - 2 (a day of history to "
+                     "rebuild state from and one the first run updates)")
     t0 = time.monotonic()
     # The loopback S3 server accepts any credentials; never pick up real ones here.
     for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
@@ -79,50 +168,65 @@ def main(argv=None) -> int:
 
     workdir = Path(args.workdir).resolve()
     root = workdir / "data"
+    shutil.rmtree(workdir / "airflow", ignore_errors=True)  # run records of an earlier demo
     (workdir / "airflow").mkdir(parents=True, exist_ok=True)
     endpoint = start_s3(args.port)
     cfg = load_config(None, demo_overrides(root, endpoint) + args.set)
     config_path = workdir / "recrawl.toml"
     config_path.write_text(toml_text(cfg))
 
-    from lab.tools.generate_sample import generate_sample
     from jobs.publish import ensure_bucket
 
     shutil.rmtree(root, ignore_errors=True)
-    print(f"[demo] generating {args.urls} URLs on {args.hosts} hosts, {args.days} days "
-          f"of fetch logs up to {args.date} (seed {args.seed}) ...", flush=True)
-    generate_sample(str(root), urls=args.urls, hosts=args.hosts, days=args.days,
-                    end_date=args.date, seed=args.seed)
+    root.mkdir(parents=True)
+    first = shift_day(args.date, -(args.days - 1))
+    first_run = shift_day(args.date, -args.plan_days)
+    legacy_days = args.days - args.plan_days
+    print(f"[demo] generating {args.urls} URLs on {args.hosts} hosts: {legacy_days} days of "
+          f"fetch logs {first} .. {first_run} by the legacy crawler (seed {args.seed}) ...",
+          flush=True)
+    sim = make_web(root, args.urls, args.hosts, args.seed, first, legacy_days)
     # Only the demo creates the bucket; in production it exists and publish may not create it.
     ensure_bucket(endpoint, BUCKET)
-    first = shift_day(args.date, -(args.days - 1))
-    before = previous_day(args.date)
     log = workdir / f"demo-{args.date}.log"
     log.write_text("")
-    if first <= before:
-        print(f"[demo] rebuilding state from the history {first} .. {before} "
-              f"(python -m jobs.rebuild_state) ...", flush=True)
-        run_logged([sys.executable, "-m", "jobs.rebuild_state", "--from", first, "--to", before,
-                    "--config", str(config_path)], dict(os.environ), log)
+    before = shift_day(first_run, -1)
+    print(f"[demo] rebuilding state from the history {first} .. {before} "
+          f"(python -m jobs.rebuild_state) ...", flush=True)
+    run_logged([sys.executable, "-m", "jobs.rebuild_state", "--from", first, "--to", before,
+                "--config", str(config_path)], dict(os.environ), log)
 
     env = airflow_env(workdir, config_path, cfg.spark.master)
     print(f"[demo] airflow db migrate (SQLite under {workdir / 'airflow'}) ...", flush=True)
     run_logged([sys.executable, "-m", "airflow", "db", "migrate"], env, log)
-    print(f"[demo] airflow dags test recrawl_daily {args.date} (local Spark; log {log}) ...",
-          flush=True)
-    run_logged([sys.executable, "-m", "airflow", "dags", "test", "recrawl_daily", args.date],
-               env, log)
+    run_date = first_run
+    while True:
+        t_day = time.monotonic()
+        run_logged([sys.executable, "-m", "airflow", "dags", "test", "recrawl_daily", run_date],
+                   env, log)
+        line = (f"[demo] airflow dags test recrawl_daily {run_date}: published "
+                f"schedules/dt={schedule_date(run_date)} ({time.monotonic() - t_day:.0f} s)")
+        if run_date >= args.date:
+            print(line, flush=True)
+            break
+        rows = fleet_executes(sim, cfg, endpoint, schedule_date(run_date))
+        print(f"{line}; the simulated fleet executed its {rows} rows", flush=True)
+        run_date = schedule_date(run_date)
 
     from jobs import metrics, verify
     day = schedule_date(args.date)
     result = verify.verify(cfg.publish.target, day, endpoint_url=endpoint)
     m = pd.Series(metrics.read(cfg, args.date))  # the committed row, never a stray file
     key = schedule_manifest_key(cfg.publish.target, day)
+    audited = [d for d in (shift_day(args.date, -k) for k in range(args.plan_days))
+               if pd.notna(metrics.read(cfg, d).get("audit_freshness"))]
     print()
     print(f"Schedule for {day} (planned by the run for {args.date}) published to:")
     print(f"  {key}  at {endpoint}")
     print(f"  {result.files} files, {result.rows} rows, {result.hosts} hosts; checksums and counts "
           f"verified against the manifest")
+    print(f"DAG runs:            {first_run} .. {args.date} ({args.plan_days + 1}), the fleet "
+          f"executing each schedule before {day}; log {log}")
     print(f"URLs known:          {int(m.urls_known)} ({int(m.urls_gone)} gone)")
     print(f"Fetches planned:     {int(m.planned_total)} of budget {int(m.budget)} "
           f"(refresh {int(m.planned_refresh)}, fast {int(m.planned_fast)}, "
@@ -134,10 +238,19 @@ def main(argv=None) -> int:
     if pd.notna(m.get("audit_freshness")):
         print(f"Audited freshness:   {m.audit_freshness:.3f} "
               f"[{m.audit_freshness_lo:.3f}, {m.audit_freshness_hi:.3f}] "
-              f"from {int(m.audit_n)} audit fetches of {args.date}")
+              f"from {int(m.audit_n)} audit fetches of {args.date}; audited days: "
+              f"{len(audited)}")
     print(f"Quarantined rows:    {int(m.quarantined_rows)}")
+    print(f"Config:              {config_path} (paths, S3 endpoint; the loopback server needs "
+          f"no credentials)")
     print(f"Wall time:           {time.monotonic() - t0:.0f} s")
-    print("Stop the local S3 server with: bash infra/local_s3.sh stop")
+    print()
+    print("Next commands (run them as printed; the first once per shell):")
+    commands = next_commands(workdir, config_path, args.date,
+                             example_url(cfg, endpoint, day))
+    for c in commands:
+        print(f"  {c}")
+    print(f"Stop the local S3 server with: bash infra/local_s3.sh stop {args.port}")
     return 0
 
 

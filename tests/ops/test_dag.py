@@ -34,7 +34,7 @@ def test_dagbag_has_no_import_errors(airflow_db):
     dag = bag.dags["recrawl_daily"]
     assert [t.task_id for t in dag.topological_sort()] == [
         "wait_for_logs", "validate_logs", "update_state", "allocate", "build_schedule",
-        "publish", "verify"]
+        "publish", "verify", "report"]
     assert dag.catchup is True and dag.schedule == "@daily"
     assert str(dag.timetable.timezone) in ("UTC", "Timezone('UTC')")
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -81,10 +81,15 @@ def published_day(s3_server, airflow_db, spark, tmp_path_factory):
     schedule = read_schedule(cfg.publish.target, "2026-11-06", s3.endpoint_url)
     manifest = json.loads(s3.client().get_object(
         Bucket="sched", Key="daily/schedules/dt=2026-11-06/_manifest.json")["Body"].read())
+    report_objects = {k: v for k, v in listing().items() if "/_reports/" in k}
     rerun = _rerun_tasks_in_process(str(toml), spark)
     second = listing()
     yield {"cfg": cfg, "root": root, "schedule": schedule, "first": first,
-           "second": second, "manifest": manifest, "rerun": rerun}
+           "second": second, "manifest": manifest, "rerun": rerun,
+           "report_objects": report_objects,
+           "report_html": s3.client().get_object(
+               Bucket="sched", Key=f"daily/schedules/_reports/dt={RUN_DATE}/report.html"
+           )["Body"].read().decode()}
 
 
 def _rerun_tasks_in_process(config_path, spark):
@@ -143,3 +148,21 @@ def test_headers_come_from_stored_validators(published_day):
     with_etag = cond[cond.if_none_match.notna()]
     assert (with_etag.if_none_match.to_numpy()
             == state.loc[with_etag.url, "etag"].to_numpy()).all()
+
+
+@pytest.mark.e2e
+def test_report_task_writes_the_page_beside_metrics_and_schedules(published_day):
+    """The DAG's report task, after verify: the page under paths.root beside metrics/dt=D and
+    beside the published days (schedules/_reports/, in no manifest), the same page both."""
+    local = published_day["root"] / "reports" / f"dt={RUN_DATE}" / "report.html"
+    page = local.read_text()
+    assert page.startswith("<!doctype html>") and f"run {RUN_DATE}" in page
+    assert published_day["report_html"] == page
+    assert list(published_day["report_objects"]) == [
+        f"daily/schedules/_reports/dt={RUN_DATE}/report.html"]
+    listed = {f["key"] for f in published_day["manifest"]["files"]}
+    assert not any("report" in k for k in listed)
+    # a rerun of the task rewrites the same page (no clock on it)
+    from jobs import dag_tasks
+    record = dag_tasks.run_report(published_day["cfg"], RUN_DATE)
+    assert record["bytes"] == len(page.encode()) and local.read_text() == page

@@ -18,10 +18,10 @@ from tests.conftest import REPO
 
 DAG_FILE = os.path.join(REPO, "dags", "recrawl_daily.py")
 TASKS = ["wait_for_logs", "validate_logs", "update_state", "allocate", "build_schedule",
-         "publish", "verify"]
+         "publish", "verify", "report"]
 HEAVY = ("numpy", "pandas", "pyarrow", "pyspark", "scipy", "boto3", "botocore", "matplotlib")
-LIGHT_JOBS = {"jobs", "jobs.airflow_dag", "jobs.config", "jobs.dag_tasks", "jobs.errors", "jobs.notify",
-              "jobs.paths"}  # stdlib only
+LIGHT_JOBS = {"jobs", "jobs.airflow_dag", "jobs.config", "jobs.dag_tasks", "jobs.errors",
+              "jobs.notify", "jobs.paths"}  # stdlib only
 
 
 class Webhook:
@@ -98,7 +98,8 @@ def test_dag_file_parses_without_heavy_or_stage_modules():
 
 TIMEOUTS = {"poke_timeout_s": 61.0, "validate_logs_timeout_s": 62.0,
             "update_state_timeout_s": 63.0, "allocate_timeout_s": 64.0,
-            "build_schedule_timeout_s": 65.0, "publish_timeout_s": 66.0, "verify_timeout_s": 67.0}
+            "build_schedule_timeout_s": 65.0, "publish_timeout_s": 66.0, "verify_timeout_s": 67.0,
+            "report_timeout_s": 68.0}
 
 
 def test_every_task_has_its_timeout_doc_and_the_dag_its_alerts(airflow_db, tmp_path, monkeypatch):
@@ -317,7 +318,7 @@ def test_publish_updates_the_schedules_asset(s3_server, airflow_db, tmp_path, mo
     logical = datetime.fromisoformat(run_date).replace(tzinfo=timezone.utc)
     dag_run = dag.test(logical_date=logical,
                        mark_success_pattern="wait_for_logs|validate_logs|update_state"
-                                            "|allocate|build_schedule|verify")
+                                            "|allocate|build_schedule|verify|report")
     assert "success" in str(dag_run.state).lower()
     s3.client().head_object(Bucket="sched", Key=f"daily/schedules/dt={day}/_manifest.json")
     uri = f"{TARGET}/schedules"

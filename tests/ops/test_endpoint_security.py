@@ -80,3 +80,40 @@ def test_every_caller_that_publishes_sets_the_endpoint():
         text = (REPO / path).read_text()
         calls = text.count("publish(") + text.count("verify(")
         assert calls and "endpoint_url=" in text, path
+
+
+@pytest.mark.parametrize("url,loopback", [("http://127.0.0.1:9000", True),
+                                          ("http://localhost:9", True), ("http://[::1]:9", True),
+                                          ("https://s3.example.com", False),
+                                          ("http://127.0.0.1.example.com", False),
+                                          ("http://0.0.0.0:9000", False), (None, False),
+                                          ("", False)])
+def test_loopback_endpoints_are_recognised_by_their_host(url, loopback):
+    from jobs.objstore import is_loopback_endpoint
+
+    assert is_loopback_endpoint(url) is loopback
+
+
+def test_a_loopback_server_needs_no_hand_set_credentials_and_aws_gets_none(tmp_path):
+    """Without any configured credentials, the loopback S3 server (the demo's) is reachable
+    with a placeholder key; any other endpoint still has no credentials at all."""
+    import botocore.exceptions
+
+    from jobs.objstore import LOOPBACK_KEY, make_s3_client
+    from jobs.publish import ensure_bucket
+    from tests.s3server import MotoS3Server, patched_env
+
+    none = {k: None for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                              "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
+                              "AWS_ENDPOINT_URL_S3")}
+    none.update({"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                 "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true"})
+    with MotoS3Server() as s3, patched_env(none):
+        ensure_bucket(s3.endpoint_url, "demo")
+        client = make_s3_client(s3.endpoint_url)
+        client.put_object(Bucket="demo", Key="k", Body=b"x")
+        assert client.get_object(Bucket="demo", Key="k")["Body"].read() == b"x"
+        assert client._request_signer._credentials.access_key == LOOPBACK_KEY
+        remote = make_s3_client("https://s3.storage.invalid")
+        with pytest.raises(botocore.exceptions.NoCredentialsError):
+            remote.list_objects_v2(Bucket="demo")

@@ -91,12 +91,46 @@ def test_lane_budget_counts_unused_budget_per_lane_and_in_total():
     assert t.loc["refresh", "unused"] == 40 and t.loc["fast", "unused"] == 0
     assert t.loc["discovery", "unused"] == 5
     assert t.loc["total"].to_dict() == {"budget": 125, "candidates": 110, "planned": 80,
-                                        "unused": 45}
-    # backfill spends what the lanes left (45): the day's budget stays 125
+                                        "to_backfill": 0, "unused": 45}
+    # backfill spends what the lanes left (45): the day's budget stays 125, the lanes' 45 are
+    # "left to backfill", and only backfill's own leftover (15) is unused, per lane and in total
     cut["backfill"] = {"budget": 45, "candidates": 30, "selected": 30}
     t = dr.lane_budget(cut).set_index("lane")
     assert t.loc["total"].to_dict() == {"budget": 125, "candidates": 140, "planned": 110,
-                                        "unused": 15}
+                                        "to_backfill": 45, "unused": 15}
+    assert t.loc["refresh", "to_backfill"] == 40 and t.loc["refresh", "unused"] == 0
+    assert t.loc["backfill"].to_dict() == {"budget": 45, "candidates": 30, "planned": 30,
+                                           "to_backfill": 0, "unused": 15}
+    assert t.drop("total")["unused"].sum() == t.loc["total", "unused"]
+
+
+def test_budget_text_and_chart_say_the_same_unused_budget():
+    """The chart's "unused" marks sum to the text's unused figure; backfill is named."""
+    cut = {"refresh": {"budget": 4500, "candidates": 4116, "selected": 4116},
+           "fast": {"budget": 500, "candidates": 900, "selected": 500},
+           "backfill": {"budget": 384, "candidates": 1000, "selected": 384}}
+    lanes = dr.lane_budget(cut)
+    doc = {**_doc(), "lanes": lanes}
+    page = render(doc)
+    assert "Unused budget: 0 of 5,000 visits" in page
+    assert "The lanes left 384 visits" in page and "lane backfill" in page
+    unused_marks = [float(x) for x in __import__("re").findall(r"unused: ([0-9.,]+)</title>",
+                                                               page)]
+    assert sum(unused_marks) == 0 and "left to backfill: 384</title>" in page
+
+
+def test_fast_lane_share_is_explained_as_a_floor_for_budget_aware_policies():
+    record = {"policy": "optimal", "fast_floor": True, "fast_rate": 6.0,
+              "budget_cut": {"fast": {"budget": 4100, "candidates": 3000, "selected": 2516},
+                             "refresh": {"budget": 4500, "candidates": 2000, "selected": 2000},
+                             "audit": {"budget": 400, "candidates": 10, "selected": 10},
+                             "discovery": {"budget": 100, "candidates": 0, "selected": 0}}}
+    note = dr.fast_lane_note(record, 0.1)
+    assert note["target"] == 910 and note["planned"] == 2516
+    page = render({**_doc(), "fast_lane": note})
+    assert "fast_share = 0.1" in page and "floor, not a cap" in page and "2,516" in page
+    note = dr.fast_lane_note({**record, "fast_floor": False, "policy": "adaptive"}, 0.1)
+    assert "floor, not a cap" not in render({**_doc(), "fast_lane": note})
 
 
 def test_due_planned_carried_leaves_a_missing_day_nan_not_zero():
@@ -245,6 +279,10 @@ def test_a_day_without_audit_fetches_is_flagged():
     doc = _doc()
     doc["freshness"].loc[2, "audit"] = np.nan
     assert "no audit fetch scored" in render(doc)
+    doc["freshness"].loc[1, "audit"] = np.nan  # two days in a row: one line for both
+    page = render(doc)
+    assert f"{DAYS[1]} .. {DAYS[2]} (2 days): no audit fetch scored" in page
+    assert page.count("no audit fetch scored") == 1
 
 
 def test_empty_sections_say_so_instead_of_drawing_an_empty_table():
@@ -333,22 +371,13 @@ SCREENSHOT_COPY = "/tmp/report_screenshot.png"
 
 
 @pytest.fixture(scope="module")
-def closed_loop(s3_server, spark, tmp_path_factory):
-    """A data root the real stages wrote in a closed loop (the backtest's: allocate,
-    build_schedule, publish/verify to a loopback S3 server, a simulated fleet executing the
-    schedule, its logs back into update_state), so the metrics carry scored audits."""
-    from lab.backtest.loop import BacktestSpec, prepare_history, run_policy
+def demo_data(demo_run):
+    """The README demo's data root (tests/conftest.py ``demo_run``): the real DAG for four
+    days, a simulated fleet executing three of the published schedules, audits included."""
+    from jobs.config import load_config
 
-    work = tmp_path_factory.mktemp("report_loop")
-    spec = BacktestSpec(urls=300, hosts=6, history_days=2, days=3, seed=5, audit_rate=0.3,
-                        overrides=("budget.audit_share=0.2",))
-    s3 = s3_server
-    history = prepare_history(spec, work, spark)
-    run = run_policy(spec, "optimal", history, work, spark, s3.endpoint_url, log=lambda *a: None)
-    assert run.status == "ok", run.error
-    root = work / "optimal" / "data"
-    last_run = run.daily["run_date"].iloc[-1]
-    return {"cfg": make_config(str(root)), "run_date": last_run}
+    return {"cfg": load_config(str(demo_run["workdir"] / "recrawl.toml")),
+            "run_date": demo_run["run_date"]}
 
 
 def _browser(tmp_path):
@@ -370,15 +399,16 @@ def _browser(tmp_path):
 
 
 @pytest.mark.e2e
-def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
+def test_report_renders_in_headless_chromium(demo_data, tmp_path):
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
 
-    cfg, d = closed_loop["cfg"], closed_loop["run_date"]
+    cfg, d = demo_data["cfg"], demo_data["run_date"]
     days = 8  # reaches back before the history began: those days must say "missing"
     doc = report.build(cfg, d, days=days, top=10)
-    assert doc["forecast"]["days"] >= 1 and len(doc["missing"]) >= 1
-    assert doc["freshness"]["audit"].notna().sum() >= 2
+    assert doc["forecast"]["days"] >= 3 and len(doc["missing"]) >= 1
+    audited = doc["freshness"].dropna(subset=["audit", "audit_lo", "audit_hi"])
+    assert len(audited) >= 3 and (audited["audit_lo"] < audited["audit_hi"]).all()
     page = tmp_path / "report.html"
     assert console.main(["report", "--date", d, "--days", str(days), "--top", "10",
                          "--out", str(page), "--set", f"paths.root={cfg.paths.root}"]) == 0
@@ -409,7 +439,26 @@ def test_report_renders_in_headless_chromium(closed_loop, tmp_path):
         for s in svgs:  # laid out with a real size, and with marks drawn in it
             assert s.size["width"] > 500 and s.size["height"] > 200
             assert len(s.find_elements(By.CSS_SELECTOR, "rect, circle")) >= 2
-        assert len(svgs[0].find_elements(By.CSS_SELECTOR, "circle")) >= 2  # audited days
+        # audited days: a point with its interval (a vertical line) on at least three days
+        assert len(svgs[0].find_elements(By.CSS_SELECTOR, "circle")) >= 3
+        intervals = [ln for ln in svgs[0].find_elements(By.CSS_SELECTOR, "line")
+                     if ln.get_attribute("stroke-width") == "2"
+                     and ln.get_attribute("x1") == ln.get_attribute("x2")]
+        assert len(intervals) >= 3
+        # no contradictory numbers: the chart's "unused" marks sum to the text's figure,
+        # what the lanes left to backfill is named, and the fast lane's share is explained
+        body = driver.find_element(By.TAG_NAME, "body").text
+        lanes = doc["lanes"].set_index("lane")
+        unused_text = f"Unused budget: {lanes.loc['total', 'unused']:,} of "
+        assert unused_text in body
+        marks = [driver.execute_script("return arguments[0].textContent", t)
+                 for t in svgs[1].find_elements(By.CSS_SELECTOR, "rect > title")]
+        unused_marks = [float(m.rsplit(": ", 1)[1].replace(",", "")) for m in marks
+                        if " unused: " in m]
+        assert sum(unused_marks) == lanes.loc["total", "unused"]
+        if "backfill" in lanes.index:
+            assert f"The lanes left {lanes.loc['total', 'to_backfill']:,} visits" in body
+        assert "budget.fast_share = " in body and "Fast lane: " in body
         box = driver.find_element(By.CSS_SELECTOR, ".missing")
         assert box.is_displayed() and "Missing inputs" in box.text
         tables = 7 + (len(doc["hosts_at_cap"]) > 0) + (len(doc["quarantine"]) > 0)
