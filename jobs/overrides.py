@@ -7,7 +7,7 @@ window D+1 kept (:func:`jobs.core.overrides.in_force`). allocate applies them to
 table (:func:`apply`) and quarantines the bad rows (source ``overrides``); ``recrawl
 explain`` and the report show the ones in force.
 
-Write one with pandas, e.g. pin a URL at 4 visits/day until 2026-12-31::
+Write one with pandas, e.g. pin a URL at 4 visits/day through 2026-12-31 (the row's `until`)::
 
     pd.DataFrame({"action": ["pin"], "url": ["https://h.example/p"],
                   "visits_per_day": [4.0], "until": [date(2026, 12, 31)],

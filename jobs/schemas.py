@@ -400,7 +400,7 @@ QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
     C("row_json", "string", "the whole row as JSON"),
 ))
 
-from jobs.core.budget_curve import (  # noqa: E402  (pure: the curve's one home)
+from jobs.core.budget_factors import (  # noqa: E402  (the curve's columns, stdlib only)
     AGE_COLUMNS as _CURVE_AGE, FACTORS as _CURVE_FACTORS, FRESHNESS_COLUMNS as _CURVE_FRESHNESS)
 
 METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",

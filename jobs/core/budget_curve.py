@@ -22,18 +22,9 @@ import numpy as np
 from jobs.core import freshness as fr
 from jobs.core import timing
 
-#: Budget multiples of the what-if curve (today's, 1, is the plan itself).
-FACTORS = (0.5, 0.75, 0.9, 1.1, 1.25, 1.5, 2.0)
+from jobs.core.budget_factors import (AGE_COLUMNS, FACTORS, FRESHNESS_COLUMNS,  # noqa: F401
+                                      factor_key)
 
-
-def factor_key(factor: float) -> str:
-    """``0.75`` -> ``"075"``: the suffix of a point's columns (hundredths of the budget)."""
-    return f"{int(round(factor * 100)):03d}"
-
-
-#: metrics columns of the curve: expected freshness and age (days) at each factor.
-FRESHNESS_COLUMNS = tuple(f"curve_freshness_{factor_key(c)}" for c in FACTORS)
-AGE_COLUMNS = tuple(f"curve_age_days_{factor_key(c)}" for c in FACTORS)
 #: per-host sums of plan_bucket's figures row: Σ w F and Σ w A at each factor.
 SUM_COLUMNS = tuple(f"curve_wf_{factor_key(c)}" for c in FACTORS) + tuple(
     f"curve_wa_{factor_key(c)}" for c in FACTORS)

@@ -123,7 +123,7 @@ def test_product_modules_are_only_in_jobs_and_the_lab_has_no_stage():
 # jobs.storage (pyarrow.fs only), which the contracts' footer check
 # (schemas.check_files, the planner's) imports inside the function.
 FLEET_SHARED = ("jobs", "jobs.core", "jobs.schemas", "jobs.core.hosts", "jobs.core.http_fields",
-                "jobs.storage", "jobs.errors")
+                "jobs.storage", "jobs.errors", "jobs.core.budget_factors")
 # Third-party imports (top-level names) of the fleet's install, `recrawl[fleet]`: the base
 # dependencies and the fleet extra (tests/ops/test_packaging.py checks they are those of
 # pyproject.toml); botocore comes with boto3.
