@@ -20,6 +20,7 @@ from jobs import partitions
 from jobs.cli import Parser, add_date_arg, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import daily_report as dr
+from jobs.core.freshness import freshness
 from jobs.errors import UnknownHost, UsageError
 from jobs.explain import _plain, _read
 from jobs.report import PLAN_COLUMNS, _batches
@@ -33,6 +34,34 @@ HOST_STATE = ("url", "lambda_hat", "lambda_lo", "lambda_hi", "last_status", "las
               "gone")
 HOST_PLAN = ("url", "lane", "reason", "planned_rate", "visits", "host_cap", "cap_binds",
              "p_stale_now")
+VALUE_COLUMNS = ("host", "importance", "lambda_hat", "planned_rate", "visits")
+
+
+def plan_value(plan: pd.DataFrame) -> float:
+    r"""The plan's expected importance-weighted freshness value,
+    :math:`\sum_i w_i \bar F(\hat\lambda_i, f_i)` (Cho & Garcia-Molina's freshness of a page
+    visited evenly at its planned rate; frontier URLs, with no copy yet, count 0)."""
+    lam = pd.to_numeric(plan["lambda_hat"], errors="coerce").to_numpy(float)
+    rate = pd.to_numeric(plan["planned_rate"], errors="coerce").fillna(0.0).to_numpy(float)
+    w = pd.to_numeric(plan["importance"], errors="coerce").fillna(0.0).to_numpy(float)
+    known = np.isfinite(lam) & (plan["lane"].to_numpy(object) != "discovery")
+    return float(np.sum(w[known] * freshness(lam[known], rate[known])))
+
+
+def host_share(cfg: Config, run_date: str, host: str) -> dict:
+    """The host's share of the day's planned visits and of the plan's expected value
+    (:func:`plan_value`), streamed over plan/dt=D without Spark."""
+    value = host_value = visits = host_visits = 0.0
+    for b in _batches(_files(cfg, "plan", run_date), (*VALUE_COLUMNS, "lane")):
+        v = plan_value(b)
+        mine = (b["host"] == host).to_numpy()
+        value += v
+        host_value += plan_value(b[mine]) if mine.any() else 0.0
+        visits += float(b["visits"].sum())
+        host_visits += float(b.loc[mine, "visits"].sum())
+    return {"value_share": host_value / value if value > 0 else None,
+            "visits_share": host_visits / visits if visits > 0 else None,
+            "value": host_value, "value_total": value}
 
 
 def _files(cfg: Config, table: str, run_date: str) -> list[str]:
@@ -118,6 +147,7 @@ def host_stats(cfg: Config, run_date: str, host: str, top: int = 20) -> dict:
         "host_cap": _plain(plan["host_cap"].max()) if len(plan) else None,
         "cap_binds": bool(plan["cap_binds"].any()) if len(plan) else None,
         "urls": int(len(urls)), "planned_visits": int(plan["visits"].sum()) if len(plan) else 0,
+        "share": host_share(cfg, run_date, host),
         "lambda_hat": {f"q{round(q * 100)}": (float(np.quantile(lam, q)) if len(lam) else None)
                        for q in (0.1, 0.5, 0.9)},
         "top_urls_by_lambda": [{k: _plain(v) for k, v in r.items()}
@@ -163,6 +193,11 @@ def render_host(doc: dict) -> str:
     out = [f"host {doc['host']} (run {doc['run_date']}): {doc['urls']} URLs, "
            f"{doc['planned_visits']} planned visits, host cap {_num(doc['host_cap'], '{}')}"
            + (" (binds)" if doc["cap_binds"] else "")]
+    share = doc.get("share") or {}
+    if share.get("value_share") is not None:
+        out.append(f"  share of the plan's expected value (importance x freshness): "
+                   f"{100 * share['value_share']:.2f} %, of the planned visits: "
+                   f"{100 * (share['visits_share'] or 0):.2f} %")
     if doc["host_row"] is None:
         out.append("  no row in hosts/dt=D (never fetched)")
     else:

@@ -231,8 +231,15 @@ def test_stats_of_one_host_and_of_an_unknown_one(root):
     assert doc["urls"] == len(set(state.url[state.host == host]) | set(mine.url))
     lams = [r["lambda_hat"] for r in doc["top_urls_by_lambda"] if r["lambda_hat"] is not None]
     assert lams == sorted(lams, reverse=True)
+    # The host's share of the plan's value: sum of importance x freshness at the planned rate.
+    from jobs.stats import plan_value
+    assert doc["share"]["value"] == pytest.approx(plan_value(mine), rel=1e-9)
+    assert doc["share"]["value_total"] == pytest.approx(plan_value(plan), rel=1e-9)
+    assert 0 < doc["share"]["value_share"] < 1
+    assert doc["share"]["visits_share"] == pytest.approx(mine.visits.sum() / plan.visits.sum())
     text = _recrawl(root["sets"], "stats", "--date", D4, "--host", host)
     assert text.returncode == 0 and "served-rate limit" in text.stdout
+    assert "share of the plan's expected value" in text.stdout
     out = _recrawl(root["sets"], "stats", "--date", D4, "--host", "nowhere.example")
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1
     assert "host not known" in out.stderr
