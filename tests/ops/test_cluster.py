@@ -123,7 +123,7 @@ def test_one_session_per_run_submits_plan_day_from_the_artefact(airflow_db, tmp_
                                                                  "host": "yarn"}))
     dag = _dagbag().dags["recrawl_daily"]
     assert [t.task_id for t in dag.topological_sort()] == [
-        "wait_for_logs", "validate_logs", "plan_day", "publish", "verify"]
+        "wait_for_logs", "validate_logs", "plan_day", "publish", "verify", "report"]
     task = dag.get_task("plan_day")
     assert task.execution_timeout.total_seconds() == 99 and "plan_day" in task.doc_md
     cmd = task._get_hook()._build_spark_submit_command(task.application)
