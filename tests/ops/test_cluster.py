@@ -252,6 +252,9 @@ def _published(s3, bucket: str) -> dict:
         if "/_locks/" in key:
             continue
         body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        if "/_reports/" in key:  # the day's report page: it shows each run's own wall times
+            out[key] = "report" if body.lstrip().lower().startswith(b"<!doctype html") else "bad"
+            continue
         if key.endswith("_manifest.json"):
             manifest = json.loads(body)
             manifest.pop("extra")  # the run's config: data root, endpoint, artefact differ
@@ -369,6 +372,8 @@ def test_e2e_cluster_run_equals_local_run_byte_for_byte(two_runs):
     assert {f"dt={d}" for d in ("2026-11-20", "2026-11-21")} <= days, sorted(local)
     assert sum(k.endswith("_manifest.json") for k in local) == 2
     assert local == clustered
+    reports = [k for k in local if "/_reports/" in k]
+    assert len(reports) == 2 and all(local[k] == "report" for k in reports)  # one page a day
     roots = two_runs["roots"]
     tables_local, tables_cluster = _files_digest(roots["local"]), _files_digest(roots["cluster"])
     assert any(k.startswith("state/dt=" + D2) for k in tables_local)
