@@ -114,11 +114,17 @@ def test_budget_cut_keeps_the_highest_priorities(spark, run_two_days):
     assert built["planned_total"] == 5
     cand = pd.read_parquet(os.path.join(run_two_days["root"], "_work", "dt=2026-11-02",
                                         "candidates"))
-    cand = cand[cand.lane == "refresh"]
     out_dir = os.path.join(run_two_days["root"], "schedules", "dt=2026-11-03")
     sched = pd.concat(pd.read_parquet(os.path.join(out_dir, i["file"]))
                       for i in read_shard_index(out_dir))
-    assert sched.priority.min() >= np.sort(cand.priority.to_numpy())[-5] - 1e-12
+    # The refresh rows kept are the refresh candidates of highest priority (what the lanes
+    # leave goes to backfill: a pulled-forward visit, lane refresh in the schedule too).
+    refresh = cand[cand.lane == "refresh"].priority.to_numpy()
+    kept = min(len(refresh), 5)
+    assert kept >= 1
+    top = np.sort(refresh)[-kept:]
+    got = np.sort(sched.priority.to_numpy())[-kept:]
+    np.testing.assert_allclose(got, top, rtol=0, atol=1e-12)
 
 
 def test_rerun_gives_identical_files(spark, run_two_days):
