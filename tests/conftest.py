@@ -137,3 +137,9 @@ def demo_run(tmp_path_factory):
     finally:
         subprocess.run(["bash", os.path.join(REPO, "infra", "local_s3.sh"), "stop", str(port)],
                        env=env, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def s3(s3_server):
+    """The shared S3 server under the short name the publish, verify and fleet tests use."""
+    return s3_server

@@ -27,11 +27,6 @@ pytestmark = pytest.mark.e2e
 DATE = "2024-05-02"
 
 
-@pytest.fixture(scope="module")
-def s3(s3_server):
-    return s3_server
-
-
 @pytest.fixture
 def published(s3, request, tmp_path):
     """A day published to S3 with empty shards: (target, bucket, manifest key, source rows)."""

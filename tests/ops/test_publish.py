@@ -24,11 +24,6 @@ EXTRA = {"config": {"n_shards": 4, "budget": 600}, "run_date": "2024-05-01",
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def s3(s3_server):
-    return s3_server
-
-
 @pytest.fixture
 def bucket(s3, request):
     name = "pub-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:50].strip("-")

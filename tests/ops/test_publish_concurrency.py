@@ -34,11 +34,6 @@ PAIRS = 10  # concurrent pairs tried per run (each ~2-4 s on 2 cores)
 
 
 @pytest.fixture(scope="module")
-def s3(s3_server):
-    return s3_server
-
-
-@pytest.fixture(scope="module")
 def slow(s3):
     """Proxy adding 0.3 s to every shard PUT: with one upload at a time a publish takes over
     a second, longer than the two processes' start-up jitter, so the pair overlaps."""

@@ -17,11 +17,6 @@ from tests.s3server import sample_schedule, stage_schedule
 DATE = "2024-05-02"
 
 
-@pytest.fixture(scope="module")
-def s3(s3_server):
-    return s3_server
-
-
 @pytest.fixture
 def published(s3, request, tmp_path):
     """A freshly published day: (target, client, bucket, manifest, source rows)."""
