@@ -280,7 +280,7 @@ HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
     C("host", "string", "the host"),
     C("validator_class", "string", "honest_etag, honest_lm, no_validators, frozen_lm, "
                                    "volatile_etag, frozen_etag or unverified "
-                                   "(docs/estimation.md)"),
+                                   "(docs/trust.md)"),
     C("trust_etag", "bool", "304s answering If-None-Match are counted as unchanged"),
     C("trust_lm", "bool", "304s answering If-Modified-Since are counted as unchanged and "
                           "Last-Modified dates changes"),

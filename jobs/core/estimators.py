@@ -13,7 +13,7 @@ Model: page changes form a Poisson process of rate λ; a fetch after an interval
 ``b`` in days). On the log scale the Jacobian adds ``log λ``, so the mode solves
 the estimating equation with ``a`` (not ``a − 1``): it stays finite and positive
 for every ``a > 0`` and reduces to the maximum-likelihood estimate as
-``a, b → 0``. See docs/estimation.md for the derivations and the accuracy study.
+``a, b → 0``. See docs/estimation.md for the derivations and the accuracy.
 """
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def estimate_censored_mle(stats: pd.DataFrame, prior_shape=DEFAULT_PRIOR_SHAPE, 
         log posterior instead of :math:`a u - b\\lambda`. The group priors are fitted
         as that normal (:mod:`jobs.core.estimators_shrinkage`) and applied this way:
         the Gamma's right tail :math:`e^{-b\\lambda}` is far lighter than the normal's,
-        and pulls pages whose every fetch saw a change below their group (docs/estimation.md,
+        and pulls pages whose every fetch saw a change below their group (lab/notes/estimation-study.md,
         "Fast pages"). The default prior (NaN rows) is always the Gamma.
 
     Returns

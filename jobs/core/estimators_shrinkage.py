@@ -26,7 +26,7 @@ empirical Bayes in the sense of Morris, JASA 78:47-55, 1983):
    :math:`N(\\log(\\alpha/\\beta), 1/\\alpha)` on ``log λ`` it stands for
    (``prior_family="lognormal"`` of :func:`jobs.core.estimators.estimate_rate`):
    the Gamma's right tail :math:`e^{-\\beta\\lambda}` pulled URLs whose every fetch
-   saw a change far below their group (docs/estimation.md, "Fast pages").
+   saw a change far below their group (lab/notes/estimation-study.md, "Fast pages").
 
 Groups with fewer than ``min_urls`` informative URLs fall back to the pooled
 rate of the group (all its statistics summed, which are still sufficient) with
