@@ -19,20 +19,19 @@ Run: ``recrawl explain URL --date D [--json] [--days N] [--schedule published|st
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from jobs import partitions, storage
 from jobs.cli import Parser, add_date_arg, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core.plan_table import REASONS
-from jobs.fleet.schedule import filesystem_for, read_shard_index
+from jobs.fleet.schedule import read_shard_index
 from jobs.errors import MissingPartitionError, UnknownURL, UsageError
 from jobs.paths import planning_window, schedule_date, shift_day
 from jobs.runlog import read_stage_record
+from jobs.table_reader import plain, rows_where
 
 STATE_COLUMNS = ("url", "host", "lane", "importance", "lambda_hat", "lambda_lo", "lambda_hi",
                  "lambda_prior", "n_fetches", "n_observations", "n_changes", "exposure_days",
@@ -47,47 +46,15 @@ FETCH_COLUMNS = ("fetched_at", "status", "conditional", "etag", "last_modified",
                  "content_hash", "bytes", "elapsed_ms", "lane")
 
 
-def _read(files: list[str], column: str, value: str, columns=None) -> pd.DataFrame:
-    """Rows of ``files`` whose ``column`` equals ``value`` (each file on its own: the files
-    of one table may differ in integer widths), only ``columns`` that exist."""
-    frames = []
-    for f in files:
-        fs, path = filesystem_for(f)
-        names = pq.read_schema(path, filesystem=fs).names
-        cols = [c for c in (columns or names) if c in names]
-        table = pq.read_table(path, filesystem=fs, columns=cols, filters=[(column, "=", value)])
-        if table.num_rows:
-            frames.append(table.replace_schema_metadata(None).to_pandas())
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def _committed_rows(cfg: Config, table: str, dt: str, column: str, value: str, columns=None):
-    return _read(partitions.committed_files(cfg.paths.table(table, dt), table), column, value,
+    return rows_where(partitions.committed_files(cfg.paths.table(table, dt), table), column, value,
                  columns)
-
-
-def _plain(value):
-    """A JSON-ready scalar (timestamps as ISO strings, NaN/NA as None)."""
-    if value is None or value is pd.NaT:
-        return None
-    if isinstance(value, pd.Timestamp):  # a timestamp without a zone is UTC (the contract)
-        return (value.tz_convert("UTC") if value.tzinfo else value.tz_localize("UTC")).isoformat()
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value
 
 
 def _record(frame: pd.DataFrame) -> dict | None:
     if frame.empty:
         return None
-    return {k: _plain(v) for k, v in frame.iloc[0].items()}
+    return {k: plain(v) for k, v in frame.iloc[0].items()}
 
 
 def schedule_slots(cfg: Config, run_date: str, url: str, host: str, source: str) -> dict:
@@ -120,9 +87,9 @@ def schedule_slots(cfg: Config, run_date: str, url: str, host: str, source: str)
         except FileNotFoundError as exc:
             raise MissingPartitionError("schedules", where, str(exc)) from None
         files = [f"{where.rstrip('/')}/{i['file']}" for i in infos if i["shard"] == shard]
-        rows = _read(files, "host", host)
+        rows = rows_where(files, "host", host)
     rows = rows[rows["url"] == url] if len(rows) else rows
-    slots = [{k: _plain(v) for k, v in r.items() if k not in ("host", "url")}
+    slots = [{k: plain(v) for k, v in r.items() if k not in ("host", "url")}
              for r in rows.sort_values("not_before").to_dict("records")] if len(rows) else []
     return {"source": source, "where": where, "date": day, "shard": shard, "slots": slots}
 
@@ -140,8 +107,8 @@ def last_fetches(cfg: Config, run_date: str, url: str, days: int) -> dict:
                                             "no fetch-log files for the run date")
             missing.append(dt)
             continue
-        found = _read(files, "url", url, ("url", *FETCH_COLUMNS))
-        rows += [{k2: _plain(v) for k2, v in r.items() if k2 != "url"}
+        found = rows_where(files, "url", url, ("url", *FETCH_COLUMNS))
+        rows += [{k2: plain(v) for k2, v in r.items() if k2 != "url"}
                  for r in found.to_dict("records")]
     rows.sort(key=lambda r: r["fetched_at"] or "")
     return {"days": [shift_day(run_date, -(days - 1)), run_date], "missing_days": missing,

@@ -20,33 +20,19 @@ import sys
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from jobs import metrics, partitions, storage
 from jobs.cli import Parser, add_date_arg, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import daily_report as dr
-from jobs.fleet.schedule import filesystem_for
 from jobs.errors import MissingPartitionError, UsageError
 from jobs.paths import check_date, shift_day
 from jobs.report_html import render
 from jobs.runlog import read_stage_record
+from jobs.table_reader import batches
 
 PLAN_COLUMNS = ("host", "lane", "importance", "lambda_hat", "p_stale_now", "visits",
                 "cap_binds", "host_cap")
-BATCH_ROWS = 200_000  # plan rows in memory at once
-
-
-def _batches(files: list[str], columns):
-    """Record batches of ``columns`` (None: all) from ``files``, file by file, as pandas
-    frames."""
-    for f in files:
-        fs, path = filesystem_for(f)
-        with fs.open_input_file(path) as fh:
-            pf = pq.ParquetFile(fh)
-            cols = None if columns is None else list(columns)
-            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
-                yield batch.to_pandas()
 
 
 def metrics_window(cfg: Config, run_date: str, days: int) -> tuple[list[str], dict]:
@@ -69,7 +55,7 @@ def plan_figures(cfg: Config, run_date: str) -> tuple[pd.DataFrame, np.ndarray]:
     files = partitions.committed_files(cfg.paths.table("plan", run_date), "plan")
     sums = dr.merge_host_sums([])
     counts = np.zeros(len(dr.LAMBDA_EDGES) - 1, dtype=np.int64)
-    for batch in _batches(files, PLAN_COLUMNS):
+    for batch in batches(files, PLAN_COLUMNS):
         sums = dr.merge_host_sums([sums, dr.host_sums(batch)])  # one frame of hosts, always
         counts += dr.lambda_counts(batch["lambda_hat"], batch["lane"])
     return sums, counts
@@ -85,7 +71,7 @@ def quarantine_frame(cfg: Config, run_date: str) -> pd.DataFrame:
         rel = f[len(base) + 1:] if f.startswith(base) else f
         source = next((p.split("=", 1)[1] for p in rel.split("/") if p.startswith("source=")),
                       "?")
-        for batch in _batches([f], ("reason",)):
+        for batch in batches([f], ("reason",)):
             parts.append(batch.groupby("reason").size().rename("rows").reset_index()
                          .assign(source=source))
     return dr.quarantine_counts(pd.concat(parts, ignore_index=True) if parts

@@ -22,8 +22,8 @@ from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import daily_report as dr
 from jobs.core.freshness import freshness
 from jobs.errors import UnknownHost, UsageError
-from jobs.explain import _plain, _read
-from jobs.report import PLAN_COLUMNS, _batches
+from jobs.report import PLAN_COLUMNS
+from jobs.table_reader import batches, plain, rows_where
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
 STATE_COLUMNS = ("host", "lane", "last_status", "lambda_hat", "gone")
@@ -52,7 +52,7 @@ def host_share(cfg: Config, run_date: str, host: str) -> dict:
     """The host's share of the day's planned visits and of the plan's expected value
     (:func:`plan_value`), streamed over plan/dt=D without Spark."""
     value = host_value = visits = host_visits = 0.0
-    for b in _batches(_files(cfg, "plan", run_date), (*VALUE_COLUMNS, "lane")):
+    for b in batches(_files(cfg, "plan", run_date), (*VALUE_COLUMNS, "lane")):
         v = plan_value(b)
         mine = (b["host"] == host).to_numpy()
         value += v
@@ -74,7 +74,7 @@ def _counts(series: pd.Series) -> dict:
 
 def _top(frame: pd.DataFrame, column: str, n: int, keep: list[str]) -> list[dict]:
     top = frame.sort_values([column, "host"], ascending=[False, True]).head(n)
-    return [{k: _plain(v) for k, v in r.items()} for r in top[keep].to_dict("records")]
+    return [{k: plain(v) for k, v in r.items()} for r in top[keep].to_dict("records")]
 
 
 def stats(cfg: Config, run_date: str, top: int = 10) -> dict:
@@ -86,7 +86,7 @@ def stats(cfg: Config, run_date: str, top: int = 10) -> dict:
     lanes, statuses, per_host = pd.Series(dtype=np.int64), pd.Series(dtype=np.int64), \
         pd.Series(dtype=np.int64)
     lambdas, gone = [], 0
-    for b in _batches(state_files, STATE_COLUMNS):
+    for b in batches(state_files, STATE_COLUMNS):
         lanes = lanes.add(b["lane"].fillna("?").value_counts(), fill_value=0)
         status = b["last_status"].astype("Int64").astype(str).replace("<NA>", "never")
         statuses = statuses.add(status.value_counts(), fill_value=0)
@@ -95,13 +95,13 @@ def stats(cfg: Config, run_date: str, top: int = 10) -> dict:
         gone += int(b["gone"].fillna(False).astype(bool).sum())
     lam = np.concatenate(lambdas) if lambdas else np.zeros(0)
     lam = lam[np.isfinite(lam)]
-    classes = pd.concat([b for b in _batches(host_files, ("host", "validator_class"))]
+    classes = pd.concat([b for b in batches(host_files, ("host", "validator_class"))]
                         or [pd.DataFrame(columns=["host", "validator_class"])])
     cls_of = classes.set_index("host")["validator_class"]
     by_class = per_host.groupby(cls_of.reindex(per_host.index).fillna("no hosts row")).sum()
     sums, reasons, plan_lanes = dr.merge_host_sums([]), pd.Series(dtype=np.int64), \
         pd.Series(dtype=np.int64)
-    for b in _batches(plan_files, (*PLAN_COLUMNS, "reason")):
+    for b in batches(plan_files, (*PLAN_COLUMNS, "reason")):
         sums = dr.merge_host_sums([sums, dr.host_sums(b)])
         reasons = reasons.add(b.groupby("reason")["visits"].sum(), fill_value=0)
         plan_lanes = plan_lanes.add(b.groupby("lane")["visits"].sum(), fill_value=0)
@@ -122,16 +122,16 @@ def stats(cfg: Config, run_date: str, top: int = 10) -> dict:
                                             ["host", "visits", "urls", "host_cap",
                                              "cap_binds"]),
         "top_hosts_by_stale_importance": [
-            {k: _plain(v) for k, v in r.items()}
+            {k: plain(v) for k, v in r.items()}
             for r in dr.top_stale_hosts(sums, top).to_dict("records")],
     }
 
 
 def host_stats(cfg: Config, run_date: str, host: str, top: int = 20) -> dict:
     """One host of the day: its hosts row, its plan (cap, visits) and its URLs (λ̂, plan)."""
-    row = _read(_files(cfg, "hosts", run_date), "host", host, HOST_ROW)
-    state = _read(_files(cfg, "state", run_date), "host", host, ("host", *HOST_STATE))
-    plan = _read(_files(cfg, "plan", run_date), "host", host, ("host", *HOST_PLAN))
+    row = rows_where(_files(cfg, "hosts", run_date), "host", host, HOST_ROW)
+    state = rows_where(_files(cfg, "state", run_date), "host", host, ("host", *HOST_STATE))
+    plan = rows_where(_files(cfg, "plan", run_date), "host", host, ("host", *HOST_PLAN))
     if row.empty and state.empty and plan.empty:
         raise UnknownHost(host, run_date)
     urls = (state.drop(columns=["host"]) if len(state) else pd.DataFrame(columns=HOST_STATE))
@@ -143,14 +143,14 @@ def host_stats(cfg: Config, run_date: str, host: str, top: int = 20) -> dict:
         if "lambda_hat" in urls else np.zeros(0)
     return {
         "run_date": run_date, "host": host,
-        "host_row": ({k: _plain(v) for k, v in row.iloc[0].items()} if len(row) else None),
-        "host_cap": _plain(plan["host_cap"].max()) if len(plan) else None,
+        "host_row": ({k: plain(v) for k, v in row.iloc[0].items()} if len(row) else None),
+        "host_cap": plain(plan["host_cap"].max()) if len(plan) else None,
         "cap_binds": bool(plan["cap_binds"].any()) if len(plan) else None,
         "urls": int(len(urls)), "planned_visits": int(plan["visits"].sum()) if len(plan) else 0,
         "share": host_share(cfg, run_date, host),
         "lambda_hat": {f"q{round(q * 100)}": (float(np.quantile(lam, q)) if len(lam) else None)
                        for q in (0.1, 0.5, 0.9)},
-        "top_urls_by_lambda": [{k: _plain(v) for k, v in r.items()}
+        "top_urls_by_lambda": [{k: plain(v) for k, v in r.items()}
                                for r in urls.head(top).to_dict("records")],
     }
 
