@@ -7,6 +7,11 @@ the Python workers, this process) and the peak sum of PSS: forked Python workers
 pages with their daemon, which RSS counts once per process and PSS divides among them.
 PSS is read every ``pss_every``-th sample only: reading it walks the page tables of an
 8 GB JVM, and every 0.2 s that cost the benchmark a third of a core.
+
+Beside the wall seconds, the CPU seconds (user + system) the same process tree spent in the
+stage: on a shared machine another job's load stretches the wall time of a side-by-side pair
+far more than it moves the work done. A process that started before the stage counts from
+its first sample; one that ends between two samples loses at most its last 0.2 s.
 """
 from __future__ import annotations
 
@@ -41,16 +46,31 @@ class PeakRSS:
     def __init__(self, interval=0.2, pss_every=25):
         self.interval, self.pss_every, self.peak, self.peak_pss = interval, pss_every, 0, 0
         self.parts: dict[str, int] = {}
+        self._cpu: dict[int, list[float]] = {}  # pid -> [at the start, at the last sample]
         self._stop = threading.Event()
+
+    @property
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the process tree between the start and the stop."""
+        return sum(last - first for first, last in self._cpu.values())
+
+    def _cpu_sample(self, p, started: float) -> None:
+        t = p.cpu_times()
+        used = t.user + t.system
+        if p.pid not in self._cpu:  # a process born during the stage counts from zero
+            self._cpu[p.pid] = [used if p.create_time() < started else 0.0, used]
+        self._cpu[p.pid][1] = used
 
     def _sample(self):
         me = psutil.Process()
-        n = 0
-        while not self._stop.is_set():
+        n, started = 0, time.time()
+        while True:
+            stopping = self._stop.is_set()
             parts, pss, with_pss = {}, 0, n % self.pss_every == 0
             for p in [me] + me.children(recursive=True):
                 try:
                     kind = process_kind(p, me)
+                    self._cpu_sample(p, started)
                     if kind == "spawned":
                         continue
                     rss = p.memory_info().rss
@@ -64,6 +84,8 @@ class PeakRSS:
                 self.peak, self.parts = total, parts
             self.peak_pss = max(self.peak_pss, pss)
             n += 1
+            if stopping:
+                break
             self._stop.wait(self.interval)
 
     def __enter__(self):
@@ -94,6 +116,7 @@ def stage_line(name: str, secs: float, rows, mem: PeakRSS) -> dict:
     peak sat, and the peak PSS (GB)."""
     return {"stage": name, "seconds": round(secs, 1), "state_rows": rows,
             "rows_per_s": round(rows / secs) if rows and secs else None,
+            "cpu_seconds": round(mem.cpu_seconds, 1),
             "peak_rss_gb": gb(mem.peak),
             "peak_rss_parts_gb": {k: gb(v) for k, v in sorted(mem.parts.items())},
             "peak_pss_gb": gb(mem.peak_pss)}

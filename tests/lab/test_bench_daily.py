@@ -73,7 +73,7 @@ def test_stage_line_rows_per_second():
     assert line == {"stage": "allocate", "seconds": 2.0, "state_rows": 1000,
                     "rows_per_s": 500, "peak_rss_gb": 3.0,
                     "peak_rss_parts_gb": {"jvm": 2.0, "python_workers": 1.0},
-                    "peak_pss_gb": 2.5}
+                    "peak_pss_gb": 2.5, "cpu_seconds": 0.0}
     assert stage_line("x", 1.0, None, _mem(0))["rows_per_s"] is None
 
 
@@ -91,6 +91,20 @@ def test_peak_sampler_sees_a_child_process_and_splits_it_from_the_driver():
     assert mem.parts["python_workers"] > 190 * 2**20
     assert mem.parts["driver"] > 0 and mem.peak == sum(mem.parts.values())
     assert 0 < mem.peak_pss <= mem.peak
+
+
+def test_cpu_seconds_count_a_busy_child_and_not_a_sleeping_one():
+    import subprocess
+    import sys
+
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\ntime.sleep(0.5)"
+    with PeakRSS(interval=0.05) as mem:
+        subprocess.run([sys.executable, "-c", busy], check=True)
+    with PeakRSS(interval=0.05) as idle:
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(1.5)"], check=True)
+    # The busy child burnt 1.0 s of CPU (+ its start-up), the sleeping one only its start-up.
+    assert 0.9 < mem.cpu_seconds < 3.0
+    assert idle.cpu_seconds < mem.cpu_seconds - 0.7
 
 
 def test_setup_todo_restarts_at_the_first_uncommitted_day(tmp_path):
