@@ -1,7 +1,7 @@
 """Stage 3: state/dt=D -> candidate visits for [D+1, D+2) and each lane's budget cut.
 
 Passes over the page table, fixed as budget and data grow (see jobs.policy_rates and
-docs/allocation.md): (1) per-host summaries (caps, lane counts, level bounds, frontier
+docs/allocation-spark.md): (1) per-host summaries (caps, lane counts, level bounds, frontier
 importance histogram); (2) budget-aware policies only: every host's refresh demand curve
 on a shared grid, summed per bucket; the driver solves the lane budgets, the split and the
 global level from these small rows; (3) every host computes its final rates, due visits

@@ -14,7 +14,7 @@ KKT with a budget multiplier μ and host multipliers :math:`\eta_h \ge 0`
 :math:`w_i \partial\bar F/\partial f_i = \mu + \eta_{h(i)}` for rates strictly
 inside the box. We write :math:`\nu_h = \mu + \eta_h = \max(\mu, m_h)`.
 
-See ``docs/allocation.md``; the Spark-scale path is in
+See ``docs/allocation.md``; the Spark-scale path (docs/allocation-spark.md) is in
 :mod:`jobs.core.allocation_grid`.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ in this order, each with its own global budget:
    2019: host caps as multipliers inside the optimisation).
 
 Split ``auto`` (:func:`auto_split`) moves budget between refresh and discovery until one
-more fetch is worth the same in both. Value model (documented in docs/allocation.md):
+more fetch is worth the same in both. Value model (documented in docs/allocation-spark.md):
 refresh's marginal value is the budget multiplier μ, the importance-weighted freshness one
 more visit/day buys; a discovery fetch of a URL with importance w adds a copy worth
 ``w x discovery_value_days`` freshness-days (it was missing, i.e. stale, and a first fetch
