@@ -163,3 +163,37 @@ def test_an_index_of_nothing_but_bad_lines_is_a_named_refusal(cfg, tmp_path):
     index.write_text("dear diary\nnothing here\n")
     with pytest.raises(ArchiveReadError, match="not a CDX"):
         import_files(cfg, [str(index)], "cdx")
+
+
+def test_import_warc_then_rebuild_state_folds_the_imported_history(spark, tmp_path):
+    """The closing demonstration as a test: a crawl's WARC imported, then rebuild-state."""
+    from jobs import partitions, rebuild_state
+
+    cfg = make_config(tmp_path / "data")
+    w = Warc(tmp_path / "crawl.warc.gz")
+    etag = [("ETag", '"v1"'), ("Last-Modified", LM)]
+    w.response("https://H1.EXAMPLE.COM.:443/a#top", "2026-11-19T10:00:00Z", b"<p>a1</p>",
+               headers=etag)
+    w.response("http://h2.example.com/b", "2026-11-19T11:00:00Z", b"<p>b1</p>")
+    w.revisit("https://H1.EXAMPLE.COM.:443/a#top", "2026-11-20T10:00:00Z",
+              "2026-11-19T10:00:00Z", headers=etag)
+    w.response("http://h2.example.com/b", "2026-11-20T11:00:00Z", b"<p>b2</p>")
+    w.response("https://h1.example.com/a", "2026-11-21T10:00:00Z", b"<p>a2</p>",
+               headers=[("ETag", '"v2"')])
+    w.response("http://h2.example.com/b", "2026-11-21T11:00:00Z", b"gone",
+               status="404 Not Found")
+    import_files(cfg, [str(w.close())], "warc")
+    records = rebuild_state.run(cfg, "2026-11-19", D2, spark=spark)
+    assert [r["log_rows"] for r in records] == [2, 2, 2]
+    path = cfg.paths.table("state", D2)
+    state = {r["url"]: r for f in partitions.committed_files(path, "state")
+             for r in pq.read_table(f).to_pylist()}
+    # Two spellings of /a are one page; its revisit was an unchanged observation, the
+    # capture of 11-21 a change; /b changed on 11-20, then answered 404.
+    assert set(state) == {"https://h1.example.com/a", "http://h2.example.com/b"}
+    a, b = state["https://h1.example.com/a"], state["http://h2.example.com/b"]
+    assert (a["n_fetches"], a["n_observations"], a["n_changes"]) == (3, 2, 1)
+    assert (a["last_status"], a["etag"]) == (200, '"v2"')
+    assert (b["n_fetches"], b["n_observations"], b["n_changes"]) == (3, 1, 1)
+    assert (b["last_status"], b["consecutive_gone"]) == (404, 1)
+    assert a["lambda_hat"] > 0 and b["lambda_hat"] > 0
