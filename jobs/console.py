@@ -94,6 +94,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                     "an existing crawl's WARC files as fetch_logs/dt=D (then rebuild-state)"),
     "import-cdx": ("jobs.import_archive", "main_cdx",
                    "an existing crawl's CDXJ / CDX index as fetch_logs/dt=D (then rebuild-state)"),
+    "canonicalize-state": ("jobs.canonical", "main",
+                           "Spark: state/dt=D with canonical URLs, one row per page (run once)"),
 }
 
 

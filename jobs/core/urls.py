@@ -23,13 +23,17 @@ The query is otherwise kept exactly: its parameters are NOT sorted and none is r
 only there stay two pages). An empty query (``/a?``) is kept: RFC 3986 §6.2.3 does not let
 http drop it. Userinfo is never canonicalised: such a URL is invalid (``url_userinfo``).
 
-Pure standard library; the Spark twin is :func:`jobs.canonical.canonical_url_col`, the same
-function through a pandas UDF (a test compares them on generated URLs).
+Pure (standard library; pandas for :func:`merge_spellings`, the rule that merges the state
+rows of one page written before URLs were canonical). The Spark twin is
+:func:`jobs.canonical.canonical_url_col`, the same function through a pandas UDF (a test
+compares them on generated URLs).
 """
 from __future__ import annotations
 
 import re
 from typing import Optional
+
+import pandas as pd
 
 from jobs.core.hosts import HTTP_SCHEMES, normalize_host
 
@@ -131,3 +135,45 @@ def canonical_url(url: Optional[str]) -> Optional[str]:
     query = m.group(6)
     out = f"{scheme}://{host}" + (f":{port}" if port else "") + path
     return out if query is None else f"{out}?{normalize_percent(m.group(7))}"
+
+
+#: State columns summed over the spellings of one page: counts of distinct real fetches.
+SUMMED_ON_MERGE = ("n_fetches", "n_errors")
+
+
+def merge_spellings(rows: pd.DataFrame, key: str = "_canonical") -> pd.DataFrame:
+    """One state row per canonical URL ``key`` from the rows of its spellings.
+
+    The rule (docs/contract.md, "Canonical URLs"): the row with the latest
+    ``last_success_at`` is kept whole (ties: the latest ``last_fetch_at``, then the row
+    already spelt canonically, then the smallest URL), because its estimator evidence,
+    validators and content hash describe one consistent history. Its ``url`` becomes the
+    canonical one, ``first_seen`` the earliest of the rows, ``n_fetches`` and ``n_errors``
+    the sums (each fetch happened once, under one spelling) and ``importance`` the largest
+    (as duplicate importance rows resolve). The other rows' observations are not added:
+    both spellings were fetched over the same stretch of time, so adding their intervals
+    would count that time twice.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        State rows with ``url`` and ``key`` (their canonical URL); any number of groups.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per value of ``key``, with the columns of ``rows``.
+    """
+    order = rows.assign(_spelt=rows["url"] == rows[key]).sort_values(
+        [key, "last_success_at", "last_fetch_at", "_spelt", "url"],
+        ascending=[True, False, False, False, True], na_position="last", kind="mergesort")
+    kept = order.drop_duplicates(key, keep="first").set_index(key)
+    groups = rows.groupby(key)
+    kept["first_seen"] = groups["first_seen"].min()
+    for name in SUMMED_ON_MERGE:
+        if name in rows.columns:
+            kept[name] = groups[name].sum(min_count=1)
+    if "importance" in rows.columns:
+        kept["importance"] = groups["importance"].max()
+    kept["url"] = kept.index
+    return kept.reset_index()[list(rows.columns)]
