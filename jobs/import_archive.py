@@ -42,7 +42,7 @@ from jobs.core import archive
 from jobs.errors import ArchiveReadError, ImportConflict
 from jobs.fleet.fetch_log import FetchLogRowError, FetchLogWriter
 
-MAX_BUFFERED_ROWS = 200_000
+MAX_BUFFERED_ROWS = 50_000
 ROWS_PER_PART = 100_000
 CHUNK = 1 << 20
 PART_PREFIX = "part-imp-"

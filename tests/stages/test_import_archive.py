@@ -76,6 +76,20 @@ def test_a_rerun_replaces_the_files_rows_and_keeps_other_files_rows(cfg, tmp_pat
     assert mine["rows"] == 3 and mine["fingerprint_version"] == ARCHIVE_DIGEST_VERSION
 
 
+def test_buffered_rows_are_bounded_and_every_part_is_committed(cfg, tmp_path, monkeypatch):
+    from jobs import import_archive
+
+    monkeypatch.setattr(import_archive, "MAX_BUFFERED_ROWS", 2)
+    warc = sample_warc(tmp_path / "crawl.warc.gz")
+    import_files(cfg, [str(warc)], "warc")
+    base = cfg.paths.table("fetch_logs", D1)
+    parts = sorted(n for n in os.listdir(base) if n.endswith(".parquet"))
+    (marker,) = [n for n in os.listdir(base) if n.startswith("_IMPORT-")]
+    listed = storage.read_json(f"{base}/{marker}")["files"]
+    assert len(parts) >= 2 and sorted(e["name"] for e in listed) == parts
+    assert sum(e["rows"] for e in listed) == len(_day(cfg, D1)) == 3
+
+
 def test_a_truncated_warc_imports_what_came_before_and_says_where_it_stopped(cfg, tmp_path,
                                                                              capsys):
     whole = sample_warc(tmp_path / "whole.warc.gz")
