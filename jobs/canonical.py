@@ -15,6 +15,7 @@ on the last state partition, before the first run of the release that canonicali
 """
 from __future__ import annotations
 
+import inspect
 import sys
 
 import pandas as pd
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     from jobs.cli import Parser, add_date_arg
     from jobs.spark_session import get_spark
 
-    summary, _, details = main.__doc__.strip().partition("\n")
+    summary, _, details = inspect.getdoc(main).partition("\n")
     parser = Parser(description=summary, epilog=details.strip())
     add_date_arg(parser)
     add_config_args(parser)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import inspect
 import io
 import json
 import posixpath
@@ -341,7 +342,7 @@ def main_warc(argv=None) -> int:
     fetches; warcinfo, request, metadata and non-HTTP (dns:) records are skipped and
     counted. Rerunning a file replaces its rows. Then: recrawl rebuild-state --from D0 --to D.
     """
-    return _main(argv, "warc", main_warc.__doc__)
+    return _main(argv, "warc", inspect.getdoc(main_warc))
 
 
 def main_cdx(argv=None) -> int:
@@ -353,4 +354,4 @@ def main_cdx(argv=None) -> int:
     carries no validators. Bad lines are skipped and counted. Rerunning a file replaces its
     rows. Then: recrawl rebuild-state --from D0 --to D.
     """
-    return _main(argv, "cdx", main_cdx.__doc__)
+    return _main(argv, "cdx", inspect.getdoc(main_cdx))
