@@ -90,6 +90,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "check a deployment before its first run: buckets, KMS, artefact, Airflow, Spark"),
     "dag-file": ("jobs.dag_file", "main",
                  "print the installed DAG file's path (for the Airflow DAGs folder)"),
+    "import-warc": ("jobs.import_archive", "main_warc",
+                    "an existing crawl's WARC files as fetch_logs/dt=D (then rebuild-state)"),
+    "import-cdx": ("jobs.import_archive", "main_cdx",
+                   "an existing crawl's CDXJ / CDX index as fetch_logs/dt=D (then rebuild-state)"),
+    "canonicalize-state": ("jobs.canonical", "main",
+                           "Spark: state/dt=D with canonical URLs, one row per page (run once)"),
 }
 
 

@@ -135,6 +135,17 @@ class ObjectAccessDenied(RecrawlError, PermissionError):
     """
 
 
+class ArchiveReadError(RecrawlError, ValueError):
+    """``recrawl import-warc|import-cdx``: a file is not a WARC or CDX(J) file at all (its
+    first record or line cannot be read); nothing was committed."""
+
+
+class ImportConflict(RecrawlError, ValueError):
+    """``recrawl import-warc|import-cdx``: a day the archive covers already holds the
+    fleet's own fetch logs or an outage marker; imported history goes only to days the
+    fleet did not log (nothing was committed)."""
+
+
 # --- 3: lost to a concurrent writer ------------------------------------------------------
 
 class ConcurrentWriteError(RecrawlError, RuntimeError):

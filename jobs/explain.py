@@ -27,6 +27,7 @@ from jobs import partitions, storage
 from jobs.cli import Parser, add_date_arg, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core.plan_table import REASONS
+from jobs.core.urls import canonical_url
 from jobs.fleet.schedule import read_shard_index
 from jobs.errors import MissingPartitionError, UnknownURL, UsageError
 from jobs.paths import planning_window, schedule_date, shift_day
@@ -130,6 +131,7 @@ def explain(cfg: Config, run_date: str, url: str, *, days: int = 3,
     """
     if days < 1:
         raise UsageError("--days must be >= 1")
+    url = canonical_url(url) or url  # any spelling of the page finds its row
     state = _record(_committed_rows(cfg, "state", run_date, "url", url, STATE_COLUMNS))
     plan = _record(_committed_rows(cfg, "plan", run_date, "url", url))
     if state is None and plan is None:
@@ -279,7 +281,7 @@ def main(argv=None) -> int:
                     "reason, its slots in the schedule for D+1 and its last fetches.",
         epilog="A missing or uncommitted partition (or a URL the run does not know) is a named "
                "error, exit 2. No Spark: rows are read with pyarrow filters on the url column.")
-    parser.add_argument("url", help="the URL, exactly as in state/ (e.g. https://h.example/p1)")
+    parser.add_argument("url", help="the URL, any spelling of it (read in its canonical form, as in state/)")
     add_date_arg(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--days", type=int, default=3, help="days of fetch_logs to show")

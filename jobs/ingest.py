@@ -232,8 +232,12 @@ def with_url_checks(df, cfg: Config):
 
 
 def _clean_host(clean):
-    """The clean rows with ``host`` = the URL's normalised host, helper columns dropped."""
-    return clean.withColumn("host", clean["_host"]).drop("_host", "_url_reason")
+    """The clean rows with ``host`` = the URL's normalised host and ``url`` in its canonical
+    form (jobs.core.urls; the quarantine keeps rows as received), helper columns dropped."""
+    from jobs.canonical import with_canonical_url
+
+    return with_canonical_url(clean.withColumn("host", clean["_host"]).drop("_host",
+                                                                           "_url_reason"))
 
 
 def _bad_importance(col: str, nullable: bool):
@@ -342,7 +346,10 @@ def read_importance(spark, cfg: Config):
     reason = (F.when(F.col("url").isNull(), "null_url")
               .when(_bad_importance("importance", nullable=False), "bad_importance"))
     clean, bad = _split(df, reason, "importance")
-    return clean.select("url", F.col("importance").cast("double")), bad
+    from jobs.canonical import canonical_url_col  # importance names pages in canonical form
+
+    url = F.coalesce(canonical_url_col("url"), F.col("url")).alias("url")
+    return clean.select(url, F.col("importance").cast("double")), bad
 
 
 def importance_by_url(clean):

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import hosts as hostlib
+from jobs.core.urls import canonical_url
 
 ACTIONS = ("pin", "pause_host", "force", "forget")
 URL_ACTIONS = ("pin", "force", "forget")
@@ -82,6 +83,8 @@ def check(table: pd.DataFrame, max_url_length: int) -> tuple[pd.DataFrame, pd.Da
     reasons = [row_problem(r, max_url_length) for r in rows]
     ok = np.array([r is None for r in reasons], dtype=bool)
     valid = table[ok].copy()
+    valid["url"] = [canonical_url(r["url"]) if r["action"] in URL_ACTIONS else r["url"]
+                    for r in valid.to_dict("records")]  # any spelling names the page
     valid["target"] = [r["url"] if r["action"] in URL_ACTIONS else
                        hostlib.normalize_host(r["host"]) for r in valid.to_dict("records")]
     valid["host"] = [hostlib.url_host(r["url"]) if r["action"] in URL_ACTIONS else r["target"]

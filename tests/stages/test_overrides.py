@@ -62,6 +62,17 @@ def test_two_rows_for_one_target_are_both_quarantined_as_duplicates():
     assert list(bad["reason"]) == ["duplicate_override"] * 2
 
 
+def test_an_override_names_a_page_in_any_spelling_of_its_url():
+    rows = [{"action": "pin", "url": "https://A.EXAMPLE.:443/p1#top", "visits_per_day": 2.0},
+            {"action": "forget", "url": "HTTPS://a.example/%70%32"}]
+    valid, _ = core.check(_table(rows), 2048)
+    assert list(valid["target"]) == ["https://a.example/p1", "https://a.example/p2"]
+    assert list(valid["url"]) == list(valid["target"])
+    both = GOOD + [{"action": "pin", "url": "https://a.example.:443/p1", "visits_per_day": 9.0}]
+    _, bad = core.check(_table(both), 2048)
+    assert list(bad["reason"]) == ["duplicate_override"] * 2
+
+
 def test_until_ends_an_override_and_a_pause_lasts_to_its_date():
     valid, _ = core.check(_table(GOOD), 2048)
     assert len(core.in_force(valid, WINDOW_DAY)) == 4
