@@ -390,3 +390,31 @@ def test_runbook_outage_then_clear(root, runbook):
         assert not os.path.exists(os.path.join(root["root"], t, f"dt={D5}")), t
     assert os.path.exists(os.path.join(root["root"], "fetch_logs", f"dt={D5}",
                                        "_NO_FETCHES.json"))
+
+
+def test_runbook_backfill_rebuilds_the_range_and_plans_its_last_day(runbook, tmp_path):
+    """The backfill runbook, as written, on a new deployment with four days of history: the
+    state of the last day only, then its plan and schedule."""
+    from jobs.config import toml_text
+    from lab.tools.generate_sample import generate_sample
+
+    days = ("2026-10-01", "2026-10-02", "2026-10-03", "2026-10-04")
+    path = str(tmp_path / "history")
+    generate_sample(path, urls=300, hosts=6, days=len(days), end_date=days[-1], seed=11)
+    cfg = make_config(path, "budget.daily_fetches=120")
+    config = tmp_path / "backfill.toml"
+    config.write_text(toml_text(cfg))
+    runbook("backfill", D0=days[0], D=days[-1], CONFIG=str(config))
+    state = _frame(cfg, "state", days[-1])
+    assert len(state) > 0 and state["url"].is_unique
+    assert not any(os.path.exists(os.path.join(path, "state", f"dt={d}")) for d in days[:-1])
+    for d in days:  # every day's run record and metrics are written by the rebuild
+        assert os.path.exists(os.path.join(path, "hosts", f"dt={d}")), d
+    plan = _frame(cfg, "plan", days[-1])
+    assert set(plan["url"]) <= set(state["url"]) and plan["visits"].sum() > 0
+    from jobs.runlog import read_stage_record
+
+    built = read_stage_record(cfg, days[-1], "build_schedule")
+    assert built["planned_total"] > 0
+    assert any(f.endswith(".parquet") for f in os.listdir(
+        cfg.paths.table("schedules", schedule_date(days[-1]))))
