@@ -311,10 +311,10 @@ def runbook(root, tmp_path_factory):
     config = work / "recrawl.toml"
     config.write_text(toml_text(root["cfg"]))
 
-    def run(name, **env):
+    def run(name, cwd=None, **env):
         block = _runbook_block(name)
         out = subprocess.run(["bash", "-euo", "pipefail", "-c", block], capture_output=True,
-                             text=True, timeout=1800, cwd=str(work),
+                             text=True, timeout=1800, cwd=str(cwd or work),
                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
                                   "CONFIG": str(config), "ROOT": root["root"], **env})
         assert out.returncode == 0, (name, out.stdout[-2000:], out.stderr[-4000:])
@@ -418,3 +418,23 @@ def test_runbook_backfill_rebuilds_the_range_and_plans_its_last_day(runbook, tmp
     assert built["planned_total"] > 0
     assert any(f.endswith(".parquet") for f in os.listdir(
         cfg.paths.table("schedules", schedule_date(days[-1]))))
+
+
+def test_runbook_import_of_an_existing_crawl_plans_its_last_day(runbook, tmp_path):
+    """"Starting from an existing crawl" as written: a WARC of two days imported, the state
+    rebuilt from it, the last day planned."""
+    from jobs.config import toml_text
+    from tests.stages.archive_files import sample_warc
+
+    sample_warc(tmp_path / "crawl-00001.warc.gz")
+    cfg = make_config(str(tmp_path / "data"), "budget.daily_fetches=10")
+    config = tmp_path / "import.toml"
+    config.write_text(toml_text(cfg))
+    out = runbook("import", cwd=tmp_path, D0="2026-11-20", D="2026-11-21", CONFIG=str(config))
+    assert '"2026-11-20"' in out.stdout and '"2026-11-21"' in out.stdout
+    state = _frame(cfg, "state", "2026-11-21")
+    assert sorted(state["url"]) == ["http://h2.example.com/b", "http://h2.example.com/gone",
+                                    "https://h1.example.com/a"]  # one row for /a's spellings
+    from jobs.runlog import read_stage_record
+
+    assert read_stage_record(cfg, "2026-11-21", "build_schedule")["planned_total"] >= 1
