@@ -90,6 +90,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "check a deployment before its first run: buckets, KMS, artefact, Airflow, Spark"),
     "dag-file": ("jobs.dag_file", "main",
                  "print the installed DAG file's path (for the Airflow DAGs folder)"),
+    "intake": ("jobs.intake", "main",
+               "Spark: the day's robots.txt, sitemaps and feeds (documents/dt=D) -> "
+               "host_policy/dt=D, signals/dt=D, document_refs/dt=D"),
 }
 
 
