@@ -112,31 +112,35 @@ def _upstream_files(path: str) -> list[str]:
     return [f for f in present if f in kept]
 
 
-def _commit_beside(df, path: str, table: str, extra: dict) -> dict:
-    """Write ``df`` into ``path`` and commit it together with upstream's files there."""
+def _commit_beside(df, path: str, table: str, extra: dict) -> int:
+    """Write ``df`` into ``path`` and commit it together with upstream's files there;
+    returns the rows this stage wrote."""
     upstream = _upstream_files(path)
     ours = partitions.append_files(df, path)
     base = path.rstrip("/") + "/"
-    return partitions.commit_files(path, table, upstream + ours, {
-        **extra, "upstream_files": [f[len(base):] for f in upstream]})
+    names = [f[len(base):] for f in upstream]
+    marker = partitions.commit_files(path, table, upstream + ours,
+                                     {**extra, "upstream_files": names})
+    return sum(e["rows"] for e in marker["files"] if e["name"] not in names)
 
 
 def _base_policy(spark, cfg: Config, run_date: str):
-    """The host_policy rows intake carries forward: upstream's files in ``dt=D`` if any, else
-    the latest earlier ``dt=`` snapshot (its committed files when it has a marker); None when
-    there is none. Undated files (the flat layout) are left where they are."""
-    path = cfg.paths.table("host_policy", run_date)
-    files = _upstream_files(path)
-    if not files:
-        earlier = [p for d, p in _snapshot_dirs(cfg, "host_policy") if d < run_date]
-        if earlier:
-            last = earlier[-1]
-            files = (partitions.committed_files(last, "host_policy")
-                     if partitions.is_committed(last) else storage.list_parquet_files(last))
+    """The latest ``host_policy/dt=`` snapshot before D (its committed files when it has a
+    marker), which intake carries forward; None when there is none, or when upstream wrote
+    its own snapshot of D (kept beside intake's rows as written). Undated files (the flat
+    layout) are left where they are."""
+    if _upstream_files(cfg.paths.table("host_policy", run_date)):
+        return None
+    earlier = [p for d, p in _snapshot_dirs(cfg, "host_policy") if d < run_date]
+    if not earlier:
+        return None
+    last = earlier[-1]
+    files = (partitions.committed_files(last, "host_policy")
+             if partitions.is_committed(last) else storage.list_parquet_files(last))
     if not files:
         return None
-    footers = schemas.check_files(schemas.HOST_POLICY, files)
-    return ingest._read(spark, schemas.HOST_POLICY, footers)
+    return ingest._read(spark, schemas.HOST_POLICY, schemas.check_files(schemas.HOST_POLICY,
+                                                                         files))
 
 
 def _host_policy(spark, cfg: Config, run_date: str, policy_rows):
@@ -155,9 +159,9 @@ def _host_policy(spark, cfg: Config, run_date: str, policy_rows):
     if base is None:
         return robots
     base = ingest.with_normalized_host(base, F.col("host"), "_nh")
-    answered = today.select(F.col("host").alias("_nh")).distinct()
+    answered = today.select(F.col("host").alias("_nh"), F.lit(True).alias("_answered"))
     replaced = F.coalesce(F.col("source"), F.lit("")) == "robots"
-    kept = (base.join(answered.withColumn("_answered", F.lit(True)), "_nh", "left")
+    kept = (base.join(answered, "_nh", "left")
             .filter(~(replaced & F.col("_answered").isNotNull()))
             .drop("_nh", "_answered"))
     return ingest.project(kept, schemas.HOST_POLICY).unionByName(robots)
@@ -200,10 +204,10 @@ def _run(spark, cfg: Config, run_date: str) -> dict:
         signals = (out.filter(F.col("out") == "signal")
                    .groupBy("url", "source").agg(F.max("signaled_at").alias("signaled_at"))
                    .select("url", "signaled_at", "source"))
-        sig_marker = _commit_beside(signals.coalesce(1), cfg.paths.table("signals", run_date),
+        n_signals = _commit_beside(signals.coalesce(1), cfg.paths.table("signals", run_date),
                                     "signals", {"writer": "intake"})
         policy = _host_policy(spark, cfg, run_date, out.filter(F.col("out") == "policy"))
-        pol_marker = _commit_beside(policy.coalesce(1),
+        n_policy = _commit_beside(policy.coalesce(1),
                                     cfg.paths.table("host_policy", run_date), "host_policy",
                                     {"writer": "intake"})
         refs = (out.filter(F.col("out") == "ref").groupBy("url", "host").agg(
@@ -224,7 +228,7 @@ def _run(spark, cfg: Config, run_date: str) -> dict:
     policy_notes = {reason or "set": n for (kind, reason), n in counts.items()
                     if kind == "policy"}
     record = {
-        "signals": sig_marker["rows"], "host_policy_rows": pol_marker["rows"],
+        "signals": n_signals, "host_policy_rows": n_policy,
         "document_refs": ref_marker["rows"], "quarantined_rows": quarantined,
         "entries_skipped_no_date": by_reason.pop("no_date", 0),
         "robots": policy_notes, "quarantine_reasons": by_reason,
