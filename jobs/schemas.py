@@ -427,7 +427,11 @@ QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
                           "null_host, bad_host, bad_crawl_delay, bad_max_fetches, "
                           "null_signaled_at, future_signaled_at, bad_signaled_at, bad_source, "
                           "bad_action, missing_url, missing_host, bad_visits_per_day, "
-                          "missing_until, missing_created_at, duplicate_override "
+                          "missing_until, missing_created_at, duplicate_override; source "
+                          "`documents` (`recrawl intake`): bad_kind, body_too_large, bad_gzip, "
+                          "not_xml, xml_forbidden, not_a_sitemap, not_a_feed, too_many_urls, "
+                          "bad_robots_url, bad_crawl_delay, unparsable_document, "
+                          "cross_host_url, bad_lastmod, future_lastmod "
                           "(docs/contract.md)"),
     C("url", "string", "the row's url", True),
     C("row_json", "string", "the whole row as JSON"),

@@ -50,3 +50,21 @@ def test_intake_is_off_by_default(airflow_db, monkeypatch):
     monkeypatch.delenv("RECRAWL_CONFIG", raising=False)
     dag = DagBag(dag_folder=os.path.join(REPO, "dags")).dags["recrawl_daily"]
     assert "intake" not in dag.task_ids
+
+
+def test_the_command_documents_itself_and_refuses_a_missing_day_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    help_ = subprocess.run([sys.executable, "-m", "jobs.console", "intake", "--help"],
+                           capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert help_.returncode == 0 and help_.stdout.startswith("usage: recrawl intake ")
+    for option in ("--date", "--config", "--set"):
+        assert option in help_.stdout
+    out = subprocess.run([sys.executable, "-m", "jobs.console", "intake", "--date",
+                          "2026-11-29", "--set", f"paths.root={tmp_path}"],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()[-1:]
+    assert line.startswith("recrawl intake: error: SchemaError:") and "documents" in line
+    assert "Traceback" not in out.stderr
