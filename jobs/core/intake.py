@@ -334,7 +334,10 @@ PARSERS = {"robots": robots_rows, "sitemap": sitemap_rows, "feed": feed_rows}
 def document_rows(doc: dict, limits: Limits) -> list[dict]:
     """Every output row of one checked document (``url``, ``host``, ``kind``, ``fetched_at``
     aware UTC, ``status``, ``body``); a refused document is one quarantine row, never an
-    exception (a parser's unexpected failure included: the document, not the run, fails)."""
+    exception (a parser's unexpected failure included: the document, not the run, fails).
+    ``host`` is the URL's normalised host whatever the row says (the caller checked they
+    agree)."""
+    doc = {**doc, "host": url_host(doc["url"])}
     try:
         return PARSERS[doc["kind"]](doc, limits)
     except Refused as err:
