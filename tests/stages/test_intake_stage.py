@@ -192,3 +192,13 @@ def test_a_missing_documents_partition_is_refused(day, spark):
     root, cfg, record = day
     with pytest.raises(SchemaError, match="documents"):
         intake.run(cfg, "2026-12-05", spark)
+
+
+def test_a_declared_outage_day_needs_no_documents(tmp_path):
+    from jobs import outage
+    from jobs.runlog import read_stage_record
+
+    cfg = make_config(tmp_path, "intake.enabled=true")
+    outage.declare(cfg, "2026-12-01", "fleet down")
+    assert intake.run(cfg, "2026-12-01") == {"no_fetches": True}  # no Spark session started
+    assert read_stage_record(cfg, "2026-12-01", "intake") == {"no_fetches": True}
