@@ -9,7 +9,8 @@ the Spark stages go through SparkSubmitOperator, whose connection decides local[
 cluster: on a cluster the jobs come only from the artefact ``airflow.py_files`` and only the
 operator's ``spark.cluster_settings`` are sent (``submit_options``). The config file comes from $RECRAWL_CONFIG (defaults from jobs/config.py).
 ``airflow.spark_session = run`` replaces the three Spark tasks by one, ``plan_day``, that runs
-them in one Spark session.
+them in one Spark session. With ``intake.enabled`` the Spark task ``intake`` (robots.txt,
+sitemaps and feeds the fleet fetched -> host_policy and signals) runs before them.
 
 Operations: every task has an ``execution_timeout`` (``[airflow] *_timeout_s``); a failed
 run calls the notifier (``jobs.notify``: the ``recrawl_alerts`` webhook connection if

@@ -168,8 +168,6 @@ def _host_policy(spark, cfg: Config, run_date: str, policy_rows):
 
 
 def run(cfg: Config, run_date: str, spark=None) -> dict:
-    from pyspark.sql import functions as F
-
     if outage.declared(cfg, run_date) and not storage.list_parquet_files(
             cfg.paths.table("documents", run_date)):
         record = {"no_fetches": True}

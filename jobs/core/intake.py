@@ -24,7 +24,6 @@ the sitemaps.org rule): a host vouches for its own pages only.
 """
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import math
