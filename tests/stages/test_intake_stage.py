@@ -202,3 +202,27 @@ def test_a_declared_outage_day_needs_no_documents(tmp_path):
     outage.declare(cfg, "2026-12-01", "fleet down")
     assert intake.run(cfg, "2026-12-01") == {"no_fetches": True}  # no Spark session started
     assert read_stage_record(cfg, "2026-12-01", "intake") == {"no_fetches": True}
+
+
+def test_validate_logs_checks_the_documents_footers_when_intake_is_on(tmp_path):
+    from jobs import validate_logs
+    from jobs.errors import SchemaError
+
+    write = lambda table: (tmp_path / "fetch_logs" / f"dt={D}").mkdir(parents=True) or \
+        pq.write_table(table, str(tmp_path / "fetch_logs" / f"dt={D}" / "part-0.parquet"))
+    write(pa.Table.from_pylist([{"url": "https://a.example/", "fetched_at": AT, "status": 200,
+                                 "conditional": False, "bytes": 1}],
+                               schema=schemas.FETCH_LOG.arrow_schema(all_nullable=True)))
+    off = validate_logs.run(make_config(tmp_path), D)
+    assert "documents_files" not in off
+    with pytest.raises(SchemaError, match="documents"):
+        validate_logs.run(make_config(tmp_path, "intake.enabled=true"), D)
+    write_docs_small(tmp_path)
+    assert validate_logs.run(make_config(tmp_path, "intake.enabled=true"), D)[
+        "documents_files"] == 1
+
+
+def write_docs_small(root):
+    with DocumentWriter(f"{root}/documents/dt={D}", date=D) as w:
+        w.write({"url": "https://a.example/robots.txt", "kind": "robots", "fetched_at": AT,
+                 "status": 200, "body": b"User-agent: *\n"})
