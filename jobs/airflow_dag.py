@@ -9,7 +9,8 @@ the Spark stages go through SparkSubmitOperator, whose connection decides local[
 cluster: on a cluster the jobs come only from the artefact ``airflow.py_files`` and only the
 operator's ``spark.cluster_settings`` are sent (``submit_options``). The config file comes from $RECRAWL_CONFIG (defaults from jobs/config.py).
 ``airflow.spark_session = run`` replaces the three Spark tasks by one, ``plan_day``, that runs
-them in one Spark session.
+them in one Spark session. With ``intake.enabled`` the Spark task ``intake`` (robots.txt,
+sitemaps and feeds the fleet fetched -> host_policy and signals) runs before them.
 
 Operations: every task has an ``execution_timeout`` (``[airflow] *_timeout_s``); a failed
 run calls the notifier (``jobs.notify``: the ``recrawl_alerts`` webhook connection if
@@ -74,6 +75,10 @@ DOCS = {
                "manifest in the event's extra. By hand: `recrawl publish --date D`.",
     "verify": "Reads `schedules/dt=D+1` back through its manifest and checks counts, checksums, "
               "headers and politeness (`jobs.verify`). By hand: `recrawl verify --date D`.",
+    "intake": "Spark (with `intake.enabled`): the day's fetched robots.txt, sitemaps and feeds "
+              "(`documents/dt={{ ds }}`) -> `host_policy/dt={{ ds }}`, `signals/dt={{ ds }}`, "
+              "`document_refs/dt={{ ds }}`; bad documents and entries -> `quarantine/` "
+              "(`jobs.intake`). By hand: `recrawl intake --date D`.",
     "report": "Writes the day's report page to `reports/dt=D/report.html` and beside the "
               "published schedules (`schedules/_reports/dt=D/report.html`, in no manifest), then "
               "sends the threshold alerts of `[alerts]` (audit freshness floor and drop, "
@@ -194,4 +199,5 @@ with RecrawlDAG(
         spark_stages = [spark_stage("plan_day")]
     else:
         spark_stages = [spark_stage(s) for s in dag_tasks.SPARK_STAGES]
-    chain(wait_for_logs, validate, *spark_stages, publish, verify, report)
+    intake = [spark_stage("intake")] if cfg.intake.enabled else []
+    chain(wait_for_logs, validate, *intake, *spark_stages, publish, verify, report)

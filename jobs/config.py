@@ -254,6 +254,8 @@ class AirflowConfig:
                               default="recrawl_alerts")
     notifier: str = _doc("Custom alert notifier, package.module.callable taking the alert dict; "
                          "empty: the webhook connection above, else the log.", default="")
+    intake_timeout_s: float = _doc("execution_timeout of intake (spark-submit; with "
+                                   "intake.enabled).", default=3600.0)
 
     @property
     def entry(self) -> str:
@@ -266,7 +268,7 @@ class AirflowConfig:
                               "(python -m jobs.artefact) or empty")
         timeouts = ("poke_timeout_s", "validate_logs_timeout_s", "update_state_timeout_s",
                     "allocate_timeout_s", "build_schedule_timeout_s", "publish_timeout_s",
-                    "verify_timeout_s", "report_timeout_s")
+                    "verify_timeout_s", "report_timeout_s", "intake_timeout_s")
         for name in timeouts:
             if not 0 < getattr(self, name) < float("inf"):
                 raise ConfigError(f"airflow.{name} must be > 0 and finite")
@@ -470,6 +472,39 @@ class AlertsConfig:
 
 
 @dataclass(frozen=True)
+class IntakeConfig:
+    enabled: bool = _doc("Run `intake` (robots.txt, sitemaps, feeds the fleet fetched, from "
+                         "documents/dt=D) before update_state: a DAG task, and documents/dt=D is "
+                         "then a required input.", default=False)
+    user_agent: str = _doc("The fleet's robots.txt product token: the Crawl-delay of its group "
+                           "(else of `*`) is taken.", default="recrawl")
+    max_body_bytes: int = _doc("Largest document body taken in, stored and once decompressed "
+                               "(sitemaps.org's limit: 50 MiB); a larger one is quarantined "
+                               "(body_too_large) and never parsed.", default=52428800)
+    max_robots_bytes: int = _doc("A robots.txt is parsed up to this many bytes, the rest ignored "
+                                 "(RFC 9309 2.5: at least 500 KiB).", default=512000)
+    max_urls_per_sitemap: int = _doc("A sitemap (or index) with more entries is quarantined "
+                                     "(too_many_urls), parsing stops there (sitemaps.org: 50,000).",
+                                     default=50000)
+    max_clock_skew_s: float = _doc("A sitemap lastmod or feed date later than the document's "
+                                   "fetched_at plus this is quarantined (future_lastmod).",
+                                   default=3600.0)
+    docs_per_batch: int = _doc("Documents per Arrow batch handed to a Python worker: with "
+                               "max_body_bytes it bounds a worker's memory.", default=8)
+
+    def __post_init__(self):
+        for name in ("max_body_bytes", "max_robots_bytes", "max_urls_per_sitemap",
+                     "docs_per_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"intake.{name} must be >= 1")
+        if not 0 <= self.max_clock_skew_s < float("inf"):
+            raise ConfigError("intake.max_clock_skew_s must be >= 0 and finite")
+        if not self.user_agent or not self.user_agent.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError("intake.user_agent must be a robots.txt product token "
+                              "(letters, digits, '-', '_')")
+
+
+@dataclass(frozen=True)
 class LanesConfig:
     fast_min_lambda: float = _doc("A known page joins the fast lane when its lambda_hat (changes/day) "
                                   "is at least this AND its importance at least fast_min_importance.",
@@ -536,6 +571,7 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
     lanes: LanesConfig = field(default_factory=LanesConfig)
     allocation: AllocationConfig = field(default_factory=AllocationConfig)
+    intake: IntakeConfig = field(default_factory=IntakeConfig)
 
     def __post_init__(self):
         _validate(self)

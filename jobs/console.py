@@ -96,6 +96,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                    "an existing crawl's CDXJ / CDX index as fetch_logs/dt=D (then rebuild-state)"),
     "canonicalize-state": ("jobs.canonical", "main",
                            "Spark: state/dt=D with canonical URLs, one row per page (run once)"),
+    "intake": ("jobs.intake", "main",
+               "Spark: the day's robots.txt, sitemaps and feeds (documents/dt=D) -> "
+               "host_policy/dt=D, signals/dt=D, document_refs/dt=D"),
 }
 
 

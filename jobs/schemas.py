@@ -18,9 +18,10 @@ from jobs.errors import SchemaError  # noqa: F401  (its home: jobs.errors)
 _ARROW = {
     "string": pa.string(), "int": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(),
     "float": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"), "date": pa.date32(),
+    "binary": pa.binary(),
 }
 _SPARK = {"string": "string", "int": "bigint", "int32": "int", "bool": "boolean",
-          "float": "double", "timestamp": "timestamp", "date": "date"}
+          "float": "double", "timestamp": "timestamp", "date": "date", "binary": "binary"}
 
 
 def _kind_ok(kind: str, t: pa.DataType) -> bool:
@@ -37,6 +38,8 @@ def _kind_ok(kind: str, t: pa.DataType) -> bool:
         return pa.types.is_timestamp(t) and t.tz in (None, "UTC", "+00:00", "Etc/UTC")
     if kind == "date":
         return pa.types.is_date(t)
+    if kind == "binary":
+        return pa.types.is_binary(t) or pa.types.is_large_binary(t)
     raise ValueError(kind)
 
 
@@ -170,6 +173,8 @@ HOST_POLICY = Contract("host_policy", "host_policy/*.parquet",
     C("host", "string", "the host"),
     C("crawl_delay_s", "float", "seconds between two requests to the host"),
     C("max_fetches_per_day", "int", "explicit daily cap", True),
+    C("source", "string", "`robots` for a row `intake` took from the host's robots.txt "
+                          "Crawl-delay; null for upstream's rows", True, False),
 ))
 
 SIGNALS = Contract("signals", "signals/dt=YYYY-MM-DD/*.parquet", "Optional push signals.", (
@@ -207,6 +212,34 @@ OVERRIDES = Contract("overrides", "overrides/*.parquet",
                                  "at the start of the next planned day unless it was fetched "
                                  "after this", True, False),
     C("note", "string", "who asked and why (free text, shown by explain)", True, False),
+))
+
+DOCUMENTS = Contract("documents", "documents/dt=YYYY-MM-DD/*.parquet",
+                     "Optional (required with `intake.enabled`). The robots.txt, sitemap and "
+                     "feed responses the fleet fetched on D, bodies included, written with "
+                     "`jobs.fleet.documents.DocumentWriter`; `recrawl intake` turns them into "
+                     "`host_policy/dt=D`, `signals/dt=D` and `document_refs/dt=D`.", (
+    C("url", "string", "the URL fetched (the final URL of a redirect chain)"),
+    C("host", "string", "derived from `url` when absent or null", True, False),
+    C("kind", "string", "robots, sitemap (a sitemap or a sitemap index) or feed (RSS or Atom)"),
+    C("fetched_at", "timestamp", "when the fetch happened (UTC)"),
+    C("status", "int32", "HTTP status; 0 = network error or timeout"),
+    C("content_type", "string", "the response's raw Content-Type header", True, False),
+    C("body", "binary", "the body as received after transfer and content decoding; a gzip "
+                        "file (`sitemap.xml.gz`) may stay gzip (read by its magic bytes); "
+                        "null or empty on a non-2xx", True),
+))
+
+DOCUMENT_REFS = Contract("document_refs", "document_refs/dt=YYYY-MM-DD/*.parquet",
+                         "Written by `recrawl intake`: the sitemaps that robots.txt files "
+                         "(`Sitemap:`) and sitemap indexes named on D, for the fleet to "
+                         "fetch as `documents` of kind sitemap.", (
+    C("url", "string", "the sitemap URL (the planner's URL rule; a sitemap index's children "
+                       "on the index's host)"),
+    C("host", "string", "the URL's normalised host"),
+    C("kind", "string", "sitemap"),
+    C("referrer", "string", "the robots.txt or sitemap index that named it"),
+    C("found_at", "timestamp", "the referrer's fetched_at"),
 ))
 
 # The per-URL change statistics of jobs.core.estimators_stats (decayed sums).
@@ -394,7 +427,11 @@ QUARANTINE = Contract("quarantine", "quarantine/dt=YYYY-MM-DD/*.parquet",
                           "null_host, bad_host, bad_crawl_delay, bad_max_fetches, "
                           "null_signaled_at, future_signaled_at, bad_signaled_at, bad_source, "
                           "bad_action, missing_url, missing_host, bad_visits_per_day, "
-                          "missing_until, missing_created_at, duplicate_override "
+                          "missing_until, missing_created_at, duplicate_override; source "
+                          "`documents` (`recrawl intake`): bad_kind, body_too_large, bad_gzip, "
+                          "not_xml, xml_forbidden, not_a_sitemap, not_a_feed, too_many_urls, "
+                          "bad_robots_url, bad_crawl_delay, unparsable_document, "
+                          "cross_host_url, bad_lastmod, future_lastmod "
                           "(docs/contract.md)"),
     C("url", "string", "the row's url", True),
     C("row_json", "string", "the whole row as JSON"),
@@ -503,7 +540,8 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
 ))
 
 CONTRACTS = {c.name: c for c in (FETCH_LOG, IMPORTANCE, HOST_POLICY, SIGNALS, FRONTIER, OVERRIDES,
-                                 STATE, HOSTS, PLAN, SCHEDULE, QUARANTINE, METRICS)}
+                                 STATE, HOSTS, PLAN, SCHEDULE, QUARANTINE, METRICS,
+                                 DOCUMENTS, DOCUMENT_REFS)}
 
 
 def markdown() -> str:

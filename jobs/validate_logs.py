@@ -33,6 +33,8 @@ def run(cfg: Config, run_date: str) -> dict:
         (schemas.SIGNALS, p.table("signals", run_date), False),
         (schemas.FRONTIER, p.table("frontier", run_date), False),
     ]
+    if cfg.intake.enabled:  # intake's input: the fleet's robots.txt, sitemaps and feeds
+        checks.append((schemas.DOCUMENTS, p.table("documents", run_date), not no_fetches))
     record = {}
     for contract, uri, required in checks:
         record[f"{contract.name}_files"] = len(ingest.checked_files(contract, uri, required))

@@ -80,6 +80,9 @@ class FetchLogWriter:
     ...                "etag": None, "last_modified": None, "content_hash": h, "bytes": n})
     """
 
+    #: The contract and Arrow schema of the parts (a subclass writes another table).
+    contract, arrow_schema = FETCH_LOG, FETCH_LOG_SCHEMA
+
     def __init__(self, out_dir: str, *, date: str | None = None,
                  fingerprint_version: int = FINGERPRINT_VERSION,
                  rows_per_part: int = ROWS_PER_PART, endpoint_url: str | None = None,
@@ -189,9 +192,9 @@ class FetchLogWriter:
         """Write the buffered rows as one part; returns its path/URI (None: nothing buffered)."""
         if not self._rows:
             return None
-        table = pa.Table.from_pylist(self._rows, schema=FETCH_LOG_SCHEMA)
+        table = pa.Table.from_pylist(self._rows, schema=self.arrow_schema)
         name = f"part-{self.writer_id}-{self._seq:05d}.parquet"
-        check_schema(FETCH_LOG, table.schema, name)
+        check_schema(self.contract, table.schema, name)
         sink = io.BytesIO()
         pq.write_table(table, sink, **_WRITE_OPTIONS)
         data = sink.getvalue()

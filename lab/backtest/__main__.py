@@ -48,6 +48,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--web", action="append", default=[], metavar="NAME=VALUE",
                     help="synthetic-web parameter (lab.sim.params.WebParams), e.g. "
                          "quota_host_share=0.1 (hidden host health); repeatable")
+    ap.add_argument("--intake", action="store_true",
+                    help="sitemap and feed signals through the sim fleet's fetched documents "
+                         "and jobs.intake instead of hand-written signals")
     args = ap.parse_args(argv)
     web_overrides(args.web)  # a typo fails here, before any work
     return args
@@ -86,7 +89,7 @@ def main(argv=None) -> int:
             spec = BacktestSpec(urls=args.urls, hosts=args.hosts, history_days=args.history_days,
                                 days=args.days, seed=seed, budget_share=args.budget_share,
                                 audit_rate=args.audit_rate, overrides=tuple(args.set),
-                                web=tuple(args.web))
+                                web=tuple(args.web), intake=args.intake)
             print(f"[backtest] seed {seed}: history ({args.history_days} days, {args.urls} URLs)",
                   flush=True)
             history = prepare_history(spec, workdir / f"seed{seed}", spark)

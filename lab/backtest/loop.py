@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from jobs import allocate, build_schedule, dag_tasks, rebuild_state, update_state, validate_logs
+from jobs import (allocate, build_schedule, dag_tasks, intake, rebuild_state, update_state,
+                  validate_logs)
 from lab.backtest import audit
 from lab.backtest.report import page_kinds
 from jobs.config import Config, load_config, toml_text
@@ -33,6 +34,7 @@ from jobs.core import budget_curve
 from jobs.core.plan import host_cap
 from jobs.core.timing import DAY_S, WEEK_S
 from lab.sim import Simulation, WebParams, run_history
+from lab.sim import documents as sim_documents
 from lab.sim.params import web_overrides
 from lab.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCHEMA,
                                IMPORTANCE_SCHEMA, SIGNALS_SCHEMA, partition_dir, write_table)
@@ -93,6 +95,11 @@ class BacktestSpec:
         e.g. the hidden host health of issue 15 (``quota_host_share=0.1``). Without a
         ``process_shares`` override the web's change processes are :data:`PROCESS_SHARES`
         (Poisson, daily, bursty, weekly).
+    intake : bool
+        Sitemap and feed signals reach the planner the production way: the sim fleet fetches
+        every host's robots.txt, sitemap or feed once a day (``documents/dt=D``,
+        :mod:`lab.sim.documents`) and ``jobs.intake`` derives ``signals/`` and
+        ``host_policy/`` from them; only pushed signals (WebSub, IndexNow) stay hand-written.
     """
 
     urls: int = 3000
@@ -105,6 +112,7 @@ class BacktestSpec:
     audit_rate: float = 0.05
     overrides: tuple = ()
     web: tuple = ()
+    intake: bool = False
 
     @property
     def budget(self) -> int:
@@ -198,14 +206,28 @@ def write_inputs(sim: Simulation, root: Path, day: int) -> None:
                 root / "_truth" / "pages" / "part-0.parquet", TRUTH_PAGES_SCHEMA)
 
 
-def write_day(sim: Simulation, root: Path, day: int, log: pa.Table) -> None:
+def write_day(sim: Simulation, root: Path, day: int, log: pa.Table,
+              intake: bool = False) -> None:
     date = sim.params.date_of(day)
     write_table(log, partition_dir(root, "fetch_logs", date) / "part-00000.parquet",
                 FETCH_LOG_SCHEMA)
-    write_table(sim.signals_table(day), partition_dir(root, "signals", date) / "part-00000.parquet",
-                SIGNALS_SCHEMA)
+    write_signals(sim, root, day, intake)
     write_table(sim.frontier_table(day), partition_dir(root, "frontier", date) / "part-00000.parquet",
                 FRONTIER_SCHEMA)
+
+
+def write_signals(sim: Simulation, root: Path, day: int, intake: bool) -> None:
+    """The day's hand-written signals; with ``intake``, only the pushed ones, and the
+    documents the sim fleet fetched instead (``jobs.intake`` turns them into signals)."""
+    date = sim.params.date_of(day)
+    signals = sim.signals_table(day)
+    if intake:
+        signals = sim_documents.pushed_signals(signals)
+        write_table(sim_documents.documents_table(sim, day),
+                    partition_dir(root, "documents", date) / "part-00000.parquet",
+                    sim_documents.DOCUMENTS_SCHEMA)
+    write_table(signals, partition_dir(root, "signals", date) / "part-00000.parquet",
+                SIGNALS_SCHEMA)
 
 
 def write_history(spec: BacktestSpec, root: Path, days: int | None = None) -> Simulation:
@@ -213,7 +235,7 @@ def write_history(spec: BacktestSpec, root: Path, days: int | None = None) -> Si
     writing each day's inputs under ``root``; return the simulation after them."""
     days = spec.history_days if days is None else days
     sim = Simulation(spec.params())
-    run_history(sim, days, lambda d, table, rec: write_day(sim, root, d, table))
+    run_history(sim, days, lambda d, table, rec: write_day(sim, root, d, table, spec.intake))
     write_table(pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False),
                 root / "host_policy" / "part-0.parquet", HOST_POLICY_SCHEMA)
     write_inputs(sim, root, days - 1)
@@ -234,6 +256,8 @@ def prepare_history(spec: BacktestSpec, workdir: Path, spark) -> tuple[Simulatio
     first, last = day_str(params, 0), day_str(params, spec.history_days - 1)
     for d in range(spec.history_days):
         validate_logs.run(cfg, day_str(params, d))
+        if spec.intake:
+            intake.run(cfg, day_str(params, d), spark)
     rebuild_state.run(cfg, first, last, spark)
     return sim, root
 
@@ -262,7 +286,7 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
     p = sim.params
     first_plan = spec.history_days  # sim day of the first planned schedule
     secs = {k: 0.0 for k in ("allocate", "build_schedule", "publish_verify", "fleet",
-                             "update_state", "audit")}
+                             "update_state", "audit", "intake")}
     rows, host_rows, audits = [], [], []
     visits0 = sim.copies.visits.copy()
     seen0 = (sim.page_obs_days.copy(), sim.page_fresh_days.copy())
@@ -298,6 +322,11 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
         secs["audit"] += time.monotonic() - t
         t = time.monotonic()
         write_inputs(sim, root, d_next)
+        if spec.intake:
+            write_signals(sim, root, d_next, True)  # replaces the step's hand-written ones
+            t_intake = time.monotonic()
+            intake.run(cfg, D1, spark)
+            secs["intake"] += time.monotonic() - t_intake
         validate_logs.run(cfg, D1)
         update_state.run(cfg, D1, spark)
         secs["update_state"] += time.monotonic() - t

@@ -172,13 +172,14 @@ class SyntheticWeb:
 
     # ---------------------------------------------------------------- tables
     def host_policy(self) -> pd.DataFrame:
-        """``host_policy`` rows of the built shards' hosts."""
+        """``host_policy`` rows of the built shards' hosts (upstream's: ``source`` null)."""
         hid = np.flatnonzero(np.isin(self.hosts.shard, self.shards))
         cap = self.hosts.max_fetches[hid]
         return pd.DataFrame({
             "host": self.hosts.name[hid],
             "crawl_delay_s": self.hosts.crawl_delay_s[hid],
-            "max_fetches_per_day": pd.Series(cap, dtype="Int64").mask(cap < 0)})
+            "max_fetches_per_day": pd.Series(cap, dtype="Int64").mask(cap < 0),
+            "source": pd.Series([None] * len(hid), dtype=object)})  # upstream's rows
 
     def truth_pages(self, ids: np.ndarray | None = None) -> pd.DataFrame:
         """Ground truth per page: process kind, λ, importance, lifetime."""

@@ -68,7 +68,7 @@ def fetch_log_rows(server: MotoS3Server, day: str) -> pa.Table:
 
 
 def test_fleet_doc_has_only_python_blocks_and_queries_doc_only_sql_ones():
-    assert [info for info, _ in code_blocks("fleet.md")] == ["python", "python"]
+    assert [info for info, _ in code_blocks("fleet.md")] == ["python", "python", "python"]
     assert {info for info, _ in code_blocks("queries.md")} == {"sql duckdb", "sql spark"}
 
 
@@ -82,6 +82,8 @@ def test_every_fleet_doc_block_runs_as_written_against_s3(tmp_path):
                               timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         log = fetch_log_rows(server, day)
+        docs = server.client().list_objects_v2(Bucket="data", Prefix=f"documents/dt={day}/")
+    assert len(docs.get("Contents", [])) == 1  # the robots.txt the third block handed over
     assert log.num_rows == rows
     assert set(log["status"].to_pylist()) <= {200, 304}
     hashed = [h is not None for h in log["content_hash"].to_pylist()]

@@ -63,6 +63,9 @@ NEEDS: dict[str, dict[str, set[str]]] = {
     "update_state": spark_role(
         reads=("fetch_logs", "signals", "frontier", "importance", "host_policy"),
         writes=("state", "quarantine", "metrics", "hosts", "_runs")),
+    "intake": spark_role(
+        reads=("documents",),
+        writes=("signals", "host_policy", "document_refs", "quarantine", "_runs")),
     "allocate_build_schedule": spark_role(
         reads=("state", "hosts", "frontier", "importance", "host_policy"),
         writes=("_work", "plan", "schedules", "metrics", "_runs", "quarantine")),
@@ -92,7 +95,7 @@ NEEDS: dict[str, dict[str, set[str]]] = {
 }
 # Spark stage module -> the role it runs as.
 STAGE_ROLES = {"update_state": "update_state", "allocate": "allocate_build_schedule",
-               "build_schedule": "allocate_build_schedule"}
+               "build_schedule": "allocate_build_schedule", "intake": "intake"}
 
 
 def load(path: Path) -> dict:
