@@ -30,7 +30,21 @@ SUBCOMMANDS = {
     "status": ["--from", "--to", "--json", "--no-published", "--config", "--debug"],
     "stats": ["--date", "--host", "--top", "--json", "--config"],
     "dump": ["--date", "--table", "--host", "--where", "--format", "--out", "--config"],
+    "intake": ["--date", "--config", "--set"],
+    "import-warc": ["FILE", "--config"],
+    "import-cdx": ["FILE", "--config"],
+    "canonicalize-state": ["--date", "--config"],
+    "plan-day": ["--date", "--config"],
+    "preflight": ["--config"],
+    "config": ["--config"],
+    "dag-file": ["usage"],
 }
+
+
+def test_every_command_of_the_console_is_checked_here():
+    from jobs.console import COMMANDS
+
+    assert set(COMMANDS) == set(SUBCOMMANDS)
 
 
 def _run(*args, cwd=None, env=None):
