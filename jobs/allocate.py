@@ -41,7 +41,7 @@ from jobs.spark_session import get_spark
 # The state columns a page carries into allocate as they are (the others are cast or filled).
 STATE_PAGE_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s",
                       "last_fetch_at", "last_success_at", "last_status", "etag",
-                      "last_modified", "gone")
+                      "last_modified", "gone", "last_known_at")
 
 
 def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = None):
@@ -79,7 +79,9 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
                        F.lit(None).cast("int").alias("last_status"),
                        F.lit(None).cast("string").alias("etag"),
                        F.lit(None).cast("string").alias("last_modified"),
-                       F.lit(False).alias("gone"), F.lit("full").alias("method_hint"),
+                       F.lit(False).alias("gone"),
+                       F.lit(None).cast("timestamp").alias("last_known_at"),
+                       F.lit("full").alias("method_hint"),
                        F.lit(None).cast("timestamp").alias("pending_signal_at"),
                        *[F.lit(None).cast("double").alias(c)
                          for c in (*TIMING_COLUMNS, *PROBE_COLUMNS)]))
@@ -151,8 +153,11 @@ def plan_table_frame(rows):
 
     # To the nearest microsecond: timestamp_seconds truncates the double, which put about one
     # page in eight a microsecond before the state's own last_success_at.
-    micros = F.round(null_nan("last_success_s") * 1_000_000).cast("long")
-    return (rows.withColumn("last_success_at", F.timestamp_micros(micros))
+    def at(c):
+        return F.timestamp_micros(F.round(null_nan(c) * 1_000_000).cast("long"))
+
+    return (rows.withColumn("last_success_at", at("last_success_s"))
+            .withColumn("stale_since_at", at("stale_since_s"))
             .withColumn("marginal_value", null_nan("marginal_value"))
             .select(*schemas.PLAN.names))
 

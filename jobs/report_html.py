@@ -429,7 +429,8 @@ def render(doc: dict) -> str:
         "<h2>Quarantined rows by reason</h2>",
         (table(q) if len(q) else f"<p>No input row was quarantined on {esc(d)}.</p>"),
         "<h2>Top stale important hosts</h2>",
-        "<p>Stale importance: Σ importance × P(changed since the last successful fetch) at "
+        "<p>Stale importance: Σ importance × P(changed since the last confirmed copy: the last "
+        "full fetch with a hash, or the last success where the host's 304s are trusted) at "
         "the start of the planned window (plan.p_stale_now).</p>",
         (table(stale, {"stale_weight": "{:,.2f}", "stale_share": "{:.1%}",
                        "importance": "{:,.2f}", "urls": "{:,.0f}"},

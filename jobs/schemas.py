@@ -361,8 +361,13 @@ PLAN = Contract("plan", "plan/dt=YYYY-MM-DD/*.parquet",
                                  "(policy optimal; compare with metrics.refresh_marginal_value, "
                                  "the day's multiplier); null otherwise", True),
     C("last_success_at", "timestamp", "last 2xx/304 fetch", True),
-    C("p_stale_now", "float", "P(the page changed since last_success_at) at D+1 00:00 UTC: "
-                              "1 - exp(-lambda_hat x age in days); 1 with no successful fetch"),
+    C("p_stale_now", "float", "P(the page changed since stale_since_at) at D+1 00:00 UTC: "
+                              "1 - exp(-lambda_hat x days since stale_since_at); 1 without "
+                              "a confirmed copy"),
+    C("stale_since_at", "timestamp", "the instant p_stale_now counts from: last_success_at "
+                                     "where the host's 304s are trusted, else state's "
+                                     "last_known_at (the last full fetch with a hash, or a "
+                                     "trusted 304); null: no confirmed copy", True, False),
 ))
 
 SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
