@@ -13,7 +13,7 @@ from typing import Optional
 from jobs import schemas, storage
 from jobs.errors import MixedFingerprintVersions  # noqa: F401  (its home: jobs.errors)
 from jobs.config import Config
-from jobs.core import hosts
+from jobs.core import hosts, state_update
 from jobs.paths import day_bounds, quarantine_path
 
 
@@ -40,7 +40,7 @@ def lateness_horizon(cfg: Config, run_date: str) -> datetime:
 
 # A fetch-log file without the column, or a null in it, was written before the column
 # existed, when version 1 was the only fingerprint version (docs/fingerprint.md).
-LEGACY_FINGERPRINT_VERSION = 1
+LEGACY_FINGERPRINT_VERSION = state_update.LEGACY_FINGERPRINT_VERSION
 
 
 def fingerprint_versions(footer: schemas.Footer) -> set[int]:
@@ -76,7 +76,9 @@ def fingerprint_versions(footer: schemas.Footer) -> set[int]:
 
 
 def check_fingerprint_versions(uri: str, footers: list[schemas.Footer]) -> int | None:
-    """The day's one fingerprint version (None: no rows), or MixedFingerprintVersions."""
+    """The files' one fingerprint version (None: no rows), or MixedFingerprintVersions: a
+    producer's check of its own output (a fetch-log day may mix versions: each fetch is
+    compared with the stored hash of its own version, jobs.core.state_update)."""
     versions: dict[int, list[str]] = {}
     for footer in footers:
         found = fingerprint_versions(footer)
@@ -89,8 +91,7 @@ def check_fingerprint_versions(uri: str, footers: list[schemas.Footer]) -> int |
 
 def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> list[schemas.Footer]:
     """Every file of ``uri`` checked against ``contract``; a required partition must hold
-    at least one row (a lone 0-row file is an empty partition, not an empty day). A
-    fetch-log day must also hold one fingerprint version (MixedFingerprintVersions)."""
+    at least one row (a lone 0-row file is an empty partition, not an empty day)."""
     files = storage.list_parquet_files(uri)
     if not files and required:
         hint = ("; a day the fleet did not fetch is declared with `recrawl update-state "
@@ -101,8 +102,6 @@ def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> lis
     if required and sum(f.num_rows for f in footers) == 0:
         raise schemas.SchemaError(contract.name, uri, None,
                                   f"empty partition (0 rows in {len(footers)} file(s))")
-    if contract is schemas.FETCH_LOG:
-        check_fingerprint_versions(uri, footers)
     return footers
 
 
@@ -303,9 +302,10 @@ def _checked_logs(cfg: Config, df, day_end, horizon, cached, keep=()):
         cached.append(df)
         reason = F.col("_reason_checked")
     clean, bad = _split(df, reason, "fetch_logs", cols, keep)
-    # checked_footers proved the day holds one fingerprint version: the column has done
-    # its job, and the stages downstream keep the columns they had.
-    return _clean_host(clean.drop("_reason_checked", "_given_host", "fingerprint_version")), bad
+    # Each fetch's fingerprint version goes to the fold (null: the legacy version).
+    clean = clean.withColumn("fingerprint_version", F.coalesce(
+        F.col("fingerprint_version"), F.lit(LEGACY_FINGERPRINT_VERSION)).cast("int"))
+    return _clean_host(clean.drop("_reason_checked", "_given_host")), bad
 
 
 def split_stale_rows(logs, stale, columns: list[str], keys=("url",)):

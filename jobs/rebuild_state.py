@@ -60,7 +60,7 @@ from jobs.runlog import write_stage_record
 from jobs.spark_session import get_spark
 
 _LOG_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
-             "content_hash", "bytes", "lane", "elapsed_ms", "retry_after"]
+             "content_hash", "bytes", "lane", "elapsed_ms", "retry_after", "fingerprint_version"]
 _SIG_COLS = ["url", "host", "signaled_at"]
 _SIG_DDL = "url string, host string, signaled_at timestamp, dt string"
 _QUARANTINE_SOURCES = ("fetch_logs", "importance", "signals")

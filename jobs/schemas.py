@@ -153,8 +153,9 @@ FETCH_LOG = Contract("fetch_logs", "fetch_logs/dt=YYYY-MM-DD/*.parquet",
                         "rows are measurement-only and scored by the freshness audit)", True, False),
     C("fingerprint_version", "int32", "`FINGERPRINT_VERSION` that computed `content_hash` "
                                       "(docs/fingerprint.md); absent or null: 1, the only "
-                                      "version before the column. A day whose rows mix versions "
-                                      "is refused (`MixedFingerprintVersions`)", True, False),
+                                      "version before the column. Each fetch is compared with "
+                                      "the stored hash of its own version only (state."
+                                      "fingerprint_version); a day may mix versions", True, False),
     C("retry_after", "string", "the response's raw Retry-After header (429/503), as received: "
                                "delay-seconds or an HTTP date", True, False),
 ))
@@ -271,6 +272,11 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
                             "checks; null: none)", True, False),
     C("content_bytes", "int", "bytes of the last 2xx that carried a content hash: the stored "
                               "copy's size, what a 304 of it saves (null: none yet)", True, False),
+    C("fingerprint_version", "int32", "`FINGERPRINT_VERSION` of content_hash (docs/fingerprint.md): "
+                                      "a fetch of another version re-bases the hash without "
+                                      "counting a change; null in a state written before the "
+                                      "column: 1, the only version there was (null: no hash)",
+      True, False),
 ))
 
 HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
@@ -488,6 +494,9 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
     C("bytes_saved_304", "int", "bytes the 304s saved: the stored copy's size "
                                 "(state.content_bytes) less the 304's own bytes, summed", True,
       False),
+    C("fetches_rebased", "int", "of which were 2xx whose fingerprint_version differed from the "
+                                "stored hash's: the hash re-based, no change counted "
+                                "(docs/fingerprint.md)", True, False),
     C("expected_age_days", "float", "importance-weighted expected age (days) of known URLs' "
                                     "copies under the planned rates (Poisson; plan)", True, False),
     C("days_per_pass", "float", "urls_known / budget: days the day's budget takes to visit "

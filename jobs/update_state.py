@@ -50,7 +50,7 @@ _PRIOR_DDL = ("_level int, _group string, prior_shape double, prior_rate double,
               "prior_em boolean")
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
              "content_hash", "bytes", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
-             "is_signal", "lane", "importance", "is_importance"]
+             "is_signal", "lane", "importance", "is_importance", "fingerprint_version"]
 
 
 def _fold_arrow_schema():
