@@ -36,6 +36,7 @@ from jobs.core.timing import TIMING_COLUMNS
 from jobs.params import budget_params
 from jobs.paths import planning_window, work_path
 from jobs.runlog import write_stage_record
+from jobs import snapshots
 from jobs.spark_session import get_spark
 
 # The state columns a page carries into allocate as they are (the others are cast or filled).
@@ -89,7 +90,7 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
     else:
         pages = known
 
-    policy, bad_policy = ingest.read_host_policy(spark, cfg)
+    policy, bad_policy = ingest.read_host_policy(spark, cfg, run_date)
     quarantined += ingest.write_quarantine(cfg, run_date, "host_policy", bad_policy)
     pages = ingest.with_politeness(cfg, pages, policy)
     return with_oracle(spark, lambda_table,
@@ -177,6 +178,7 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
 
     for table in REQUIRED:  # every input refusal before a Spark session starts
         partitions.committed_files(cfg.paths.table(table, run_date), table)
+    inputs = snapshots.record(cfg, run_date)  # which host_policy (and importance) snapshot
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
     pages, quarantined, page_rows = load_pages(spark, cfg, run_date, lambda_table)
@@ -233,7 +235,7 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
         "days_per_pass": budget_curve.days_per_pass(totals["known_urls"] or 0, daily),
         "budget_per_url": budget_curve.budget_per_url(totals["known_urls"] or 0, daily),
         "budget_cut": cut, "plan_rows": plan_rows["rows"], **rate_info,
-        **ingest.crawl_delay_figures(spark, cfg),
+        **ingest.crawl_delay_figures(spark, cfg, run_date), **inputs,
     }
     write_stage_record(cfg, run_date, "allocate", record)
     return record

@@ -326,16 +326,26 @@ def split_stale_rows(logs, stale, columns: list[str], keys=("url",)):
     return clean.select(*logs.columns), bad
 
 
-def read_importance(spark, cfg: Config):
-    """The importance table as (clean rows, quarantined rows), or (None, None) without one.
+def snapshot_footers(cfg: Config, contract: schemas.Contract, run_date: str):
+    """The checked files of the table's snapshot as of ``run_date`` (:mod:`jobs.snapshots`:
+    one version, never the whole prefix), or [] when the table is absent."""
+    from jobs import snapshots
 
-    A URL may have more than one clean row: its weight is the largest
+    snap = snapshots.find(cfg, contract.name, run_date)
+    return schemas.check_files(contract, list(snap.files)) if snap is not None else []
+
+
+def read_importance(spark, cfg: Config, run_date: str):
+    """The importance snapshot as of ``run_date`` (:mod:`jobs.snapshots`) as (clean rows,
+    quarantined rows), or (None, None) without one.
+
+    A URL may have more than one clean row within the snapshot: its weight is the largest
     (:func:`importance_by_url`, and the fold's pandas twin
     jobs.core.state_update.importance_by_url). update_state hands the rows to its fold as
     they are (an aggregate here would shuffle all of them once more every day)."""
     from pyspark.sql import functions as F
 
-    footers = checked_footers(schemas.IMPORTANCE, cfg.paths.table("importance"), False)
+    footers = snapshot_footers(cfg, schemas.IMPORTANCE, run_date)
     if not footers:
         return None, None
     df = _read(spark, schemas.IMPORTANCE, footers)
@@ -352,15 +362,16 @@ def importance_by_url(clean):
     return clean.groupBy("url").agg(F.max("importance").alias("importance"))
 
 
-def _host_policy_rows(spark, cfg: Config):
-    """host_policy rows as (valid with normalised host, quarantined), delays not yet bounded.
+def _host_policy_rows(spark, cfg: Config, run_date: str):
+    """host_policy rows of the snapshot as of ``run_date`` as (valid with normalised host,
+    quarantined), delays not yet bounded.
 
     Rules: ``null_host``; ``bad_host`` (not a host name once normalised); ``bad_crawl_delay``
     (null, NaN, inf or <= 0); ``bad_max_fetches`` (< 0).
     """
     from pyspark.sql import functions as F
 
-    footers = checked_footers(schemas.HOST_POLICY, cfg.paths.table("host_policy"), False)
+    footers = snapshot_footers(cfg, schemas.HOST_POLICY, run_date)
     if not footers:
         return None, None
     df = _read(spark, schemas.HOST_POLICY, footers).withColumn("url", F.lit(None).cast("string"))
@@ -376,17 +387,19 @@ def _host_policy_rows(spark, cfg: Config):
     return clean.withColumn("host", F.col("_host")).drop("_host", "url"), bad
 
 
-def read_host_policy(spark, cfg: Config):
-    """Valid host policy, one row per normalised host, and the quarantined rows.
+def read_host_policy(spark, cfg: Config, run_date: str):
+    """Valid host policy of the snapshot as of ``run_date`` (:mod:`jobs.snapshots`), one row
+    per normalised host, and the quarantined rows.
 
     Finite delays outside ``[politeness.min_crawl_delay_s, max_crawl_delay_s]`` are clamped
     (a 1e-12 delay overflowed the host cap; 1e9 silently planned nothing): the host keeps a
     usable, polite delay. :func:`crawl_delay_figures` counts them for the run record.
-    Duplicate hosts (also after normalising) keep the largest delay and the smallest cap.
+    Duplicate hosts within the snapshot (also after normalising) keep the largest delay and
+    the smallest cap.
     """
     from pyspark.sql import functions as F
 
-    clean, bad = _host_policy_rows(spark, cfg)
+    clean, bad = _host_policy_rows(spark, cfg, run_date)
     if clean is None:
         return None, None
     pol = cfg.politeness
@@ -418,11 +431,11 @@ def with_politeness(cfg: Config, frame, policy):
                                    F.lit(pol.default_max_fetches_per_day).cast("long"))))
 
 
-def crawl_delay_figures(spark, cfg: Config) -> dict:
+def crawl_delay_figures(spark, cfg: Config, run_date: str) -> dict:
     """Hosts whose host_policy delay was raised to the minimum or lowered to the maximum."""
     from pyspark.sql import functions as F
 
-    clean, _ = _host_policy_rows(spark, cfg)
+    clean, _ = _host_policy_rows(spark, cfg, run_date)
     if clean is None:
         return {"crawl_delay_raised": 0, "crawl_delay_lowered": 0}
     pol, delay = cfg.politeness, F.col("crawl_delay_s")

@@ -203,7 +203,9 @@ def run(cfg: Config, first: str, last: str, spark=None, no_fetches_on=()) -> lis
     cached: list = []
     logs, bad_logs, log_rows = ingest.read_fetch_logs_days(spark, cfg, fetched, cached)
     sig_clean, bad_sig, sig_days = ingest.read_signals_days(spark, cfg, fetched)
-    importance, bad_imp = ingest.read_importance(spark, cfg)
+    # The snapshots as of the last day: the state it writes is that day's (one politeness
+    # for every replayed day's served-rate judgement; a daily run reads each day's).
+    importance, bad_imp = ingest.read_importance(spark, cfg, last)
     log_cols = [c for c in logs.columns if c != "dt"]  # as read_fetch_logs gives them
     signals = (sig_clean.select(*_SIG_COLS, "dt") if sig_clean is not None
                else spark.createDataFrame([], _SIG_DDL))
@@ -214,7 +216,7 @@ def run(cfg: Config, first: str, last: str, spark=None, no_fetches_on=()) -> lis
     ddl, arrow_schema = _out_schema()
     n = F.lit(buckets(cfg, sum(log_rows.values()), spark.sparkContext.defaultParallelism))
     # Every row carries its host's politeness (its served-rate limit is judged against it).
-    policy, _ = ingest.read_host_policy(spark, cfg)
+    policy, _ = ingest.read_host_policy(spark, cfg, last)
     rows = ingest.with_politeness(cfg, logs.select(*_LOG_COLS, "dt"), policy)
     out = (rows.withColumn("_b", F.pmod(F.xxhash64("host"), n))
            .groupBy("_b")
