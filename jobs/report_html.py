@@ -300,6 +300,15 @@ def _missing_box(doc: dict) -> str:
             f'(these days are not in the figures):<ul>{"".join(items)}</ul></div>')
 
 
+def _warnings_box(doc: dict) -> str:
+    """The run records' input warnings (a stale or skipped importance / host_policy snapshot)."""
+    items = [f"<li>{esc(w)}</li>" for w in doc.get("warnings") or []]
+    if not items:
+        return ""
+    return (f'<div class="missing" role="alert"><strong>Input warnings</strong> '
+            f'(the run used these inputs anyway):<ul>{"".join(items)}</ul></div>')
+
+
 def _headline(doc: dict) -> str:
     m, fc = doc["metrics"], doc["forecast"]
     audit = m.get("audit_freshness")
@@ -388,7 +397,7 @@ def render(doc: dict) -> str:
         f"<h1>recrawl daily report: run {esc(d)}</h1>",
         f"<p>Plans the 24 h from {esc(schedule_date(d))} 00:00 UTC; "
         f"figures over {len(doc['days'])} days ({esc(doc['days'][0])} to {esc(d)}).</p>",
-        _headline(doc), _missing_box(doc),
+        _headline(doc), _missing_box(doc), _warnings_box(doc),
         "<h2>Freshness: audit and forecast</h2>", freshness_chart(fr),
         table(fr.drop(columns=["missing"]).assign(missing=fr["missing"].fillna("")),
               {"audit": "{:.3f}", "audit_lo": "{:.3f}", "audit_hi": "{:.3f}",

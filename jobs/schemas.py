@@ -160,14 +160,17 @@ FETCH_LOG = Contract("fetch_logs", "fetch_logs/dt=YYYY-MM-DD/*.parquet",
                                "delay-seconds or an HTTP date", True, False),
 ))
 
-IMPORTANCE = Contract("importance", "importance/*.parquet",
-                      "Optional. URLs missing from it get `policy.default_importance`.", (
+IMPORTANCE = Contract("importance", "importance/dt=YYYY-MM-DD/*.parquet (or importance/*.parquet)",
+                      "Optional snapshot: the run for D reads the latest committed `dt=` <= D, or "
+                      "the undated files (\"Snapshots\" above). URLs missing from it get "
+                      "`policy.default_importance`.", (
     C("url", "string", "the URL"),
     C("importance", "float", "importance weight, >= 0"),
 ))
 
-HOST_POLICY = Contract("host_policy", "host_policy/*.parquet",
-                       "Optional. Missing hosts get the `[politeness]` defaults.", (
+HOST_POLICY = Contract("host_policy", "host_policy/dt=YYYY-MM-DD/*.parquet (or host_policy/*.parquet)",
+                       "Optional snapshot, read like `importance/`. Missing hosts get the "
+                       "`[politeness]` defaults.", (
     C("host", "string", "the host"),
     C("crawl_delay_s", "float", "seconds between two requests to the host"),
     C("max_fetches_per_day", "int", "explicit daily cap", True),
