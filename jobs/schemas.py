@@ -392,7 +392,8 @@ SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
     C("if_none_match", "string", "If-None-Match value (validated ETag)", True),
     C("if_modified_since", "string", "If-Modified-Since value (validated HTTP-date)", True),
     C("priority", "float", "importance x P(changed); higher goes first"),
-    C("p_changed", "float", "P(changed since the last fetch) at not_before"),
+    C("p_changed", "float", "P(changed since the last confirmed copy: plan.stale_since_at) at "
+                            "not_before"),
     C("crawl_delay_s", "float", "the host's crawl delay the rows were placed with (seconds; "
                                 "the same on every row of a host): keep it between requests"),
     C("expires_at", "timestamp", "when the row must no longer be used (UTC): the end of the "
