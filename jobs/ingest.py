@@ -411,16 +411,39 @@ def read_host_policy(spark, cfg: Config, run_date: str):
     return clean, bad
 
 
-def with_politeness(cfg: Config, frame, policy):
+def read_host_policy_days(spark, cfg: Config, days: list[str]):
+    """Each day's host policy (:func:`read_host_policy` as of that day), one row per host and
+    day with the day in ``dt``; None when no day has a host_policy table. Each distinct
+    snapshot is read once (``rebuild_state``: the politeness of each replayed day is the one
+    its daily run read)."""
+    from pyspark.sql import functions as F
+
+    from jobs import snapshots
+
+    by_path: dict[str, list[str]] = {}
+    for d in days:
+        snap = snapshots.find(cfg, "host_policy", d)
+        if snap is not None:
+            by_path.setdefault(snap.path, []).append(d)
+    frames = []
+    for dated in by_path.values():
+        clean, _ = read_host_policy(spark, cfg, dated[0])
+        frames.append(clean.crossJoin(F.broadcast(
+            spark.createDataFrame([(d,) for d in dated], "dt string"))))
+    return functools.reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+
+
+def with_politeness(cfg: Config, frame, policy, keys=("host",)):
     """``frame`` (with ``host``) with its host's ``crawl_delay_s`` and ``max_fetches_per_day``
     from ``policy`` (:func:`read_host_policy`'s clean rows, or None), and the
     ``[politeness]`` defaults for hosts it does not list: what allocate caps a host by, and
-    what update_state judges its served-rate limit against."""
+    what update_state judges its served-rate limit against. ``keys``: the join columns
+    (``("host", "dt")`` with :func:`read_host_policy_days`)."""
     from pyspark.sql import functions as F
 
     pol = cfg.politeness
     if policy is not None:
-        frame = frame.join(policy, "host", "left")
+        frame = frame.join(policy, list(keys), "left")
     else:
         frame = (frame.withColumn("crawl_delay_s", F.lit(None).cast("double"))
                  .withColumn("max_fetches_per_day", F.lit(None).cast("long")))

@@ -165,7 +165,7 @@ def test_importance_and_crawl_delay_are_those_of_the_snapshot_of_d(spark, tmp_pa
 
 
 def test_update_state_takes_the_demotion_the_day_it_arrives(spark, tmp_path):
-    from jobs import update_state
+    from jobs import rebuild_state, update_state
     from tests.tiny_web import fetch
 
     root = str(tmp_path)
@@ -182,3 +182,14 @@ def test_update_state_takes_the_demotion_the_day_it_arrives(spark, tmp_path):
     assert rec0["snapshots"]["importance"]["dt"] == S2
     assert rec0["snapshots"]["host_policy"]["age_days"] == 3
     assert rec1["snapshots"]["importance"]["dt"] == S3 and rec1["warnings"] == []
+    # The host's served-rate limit is judged against each day's own crawl delay (60 s on
+    # d0, 5 s on d1): rebuild_state replays each day with its own snapshot, as the daily runs.
+    hosts = {d: pd.read_parquet(os.path.join(root, "hosts", f"dt={d}")).set_index("host")
+             for d in (d0, d1)}
+    assert hosts[d0].loc["a.example", "nominal_cap"] != hosts[d1].loc["a.example", "nominal_cap"]
+    assert rebuild_state.run(cfg, d0, d1, spark) == [rec0, rec1]
+    for d in (d0, d1):
+        again = pd.read_parquet(os.path.join(root, "hosts", f"dt={d}")).set_index("host")
+        pd.testing.assert_frame_equal(again.sort_index()[hosts[d].columns], hosts[d].sort_index(),
+                                      check_exact=False, rtol=1e-9)
+    assert read(d1).loc[PAGE, "importance"] == WEIGHT[S3]
