@@ -36,12 +36,13 @@ from jobs.core.timing import TIMING_COLUMNS
 from jobs.params import budget_params
 from jobs.paths import planning_window, work_path
 from jobs.runlog import write_stage_record
+from jobs import snapshots
 from jobs.spark_session import get_spark
 
 # The state columns a page carries into allocate as they are (the others are cast or filled).
 STATE_PAGE_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s",
                       "last_fetch_at", "last_success_at", "last_status", "etag",
-                      "last_modified", "gone")
+                      "last_modified", "gone", "last_known_at")
 
 
 def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = None):
@@ -79,7 +80,9 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
                        F.lit(None).cast("int").alias("last_status"),
                        F.lit(None).cast("string").alias("etag"),
                        F.lit(None).cast("string").alias("last_modified"),
-                       F.lit(False).alias("gone"), F.lit("full").alias("method_hint"),
+                       F.lit(False).alias("gone"),
+                       F.lit(None).cast("timestamp").alias("last_known_at"),
+                       F.lit("full").alias("method_hint"),
                        F.lit(None).cast("timestamp").alias("pending_signal_at"),
                        *[F.lit(None).cast("double").alias(c)
                          for c in (*TIMING_COLUMNS, *PROBE_COLUMNS)]))
@@ -87,7 +90,7 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
     else:
         pages = known
 
-    policy, bad_policy = ingest.read_host_policy(spark, cfg)
+    policy, bad_policy = ingest.read_host_policy(spark, cfg, run_date)
     quarantined += ingest.write_quarantine(cfg, run_date, "host_policy", bad_policy)
     pages = ingest.with_politeness(cfg, pages, policy)
     return with_oracle(spark, lambda_table,
@@ -151,8 +154,11 @@ def plan_table_frame(rows):
 
     # To the nearest microsecond: timestamp_seconds truncates the double, which put about one
     # page in eight a microsecond before the state's own last_success_at.
-    micros = F.round(null_nan("last_success_s") * 1_000_000).cast("long")
-    return (rows.withColumn("last_success_at", F.timestamp_micros(micros))
+    def at(c):
+        return F.timestamp_micros(F.round(null_nan(c) * 1_000_000).cast("long"))
+
+    return (rows.withColumn("last_success_at", at("last_success_s"))
+            .withColumn("stale_since_at", at("stale_since_s"))
             .withColumn("marginal_value", null_nan("marginal_value"))
             .select(*schemas.PLAN.names))
 
@@ -172,6 +178,7 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
 
     for table in REQUIRED:  # every input refusal before a Spark session starts
         partitions.committed_files(cfg.paths.table(table, run_date), table)
+    inputs = snapshots.record(cfg, run_date)  # which host_policy (and importance) snapshot
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
     pages, quarantined, page_rows = load_pages(spark, cfg, run_date, lambda_table)
@@ -228,7 +235,7 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
         "days_per_pass": budget_curve.days_per_pass(totals["known_urls"] or 0, daily),
         "budget_per_url": budget_curve.budget_per_url(totals["known_urls"] or 0, daily),
         "budget_cut": cut, "plan_rows": plan_rows["rows"], **rate_info,
-        **ingest.crawl_delay_figures(spark, cfg),
+        **ingest.crawl_delay_figures(spark, cfg, run_date), **inputs,
     }
     write_stage_record(cfg, run_date, "allocate", record)
     return record

@@ -87,6 +87,11 @@ class IngestConfig:
                                     "is (inf: no other bound).", default=7.0)
     max_url_length: int = _doc("URLs longer than this (characters) are quarantined "
                                "(url_too_long) in every input table.", default=2048)
+    snapshot_max_age_days: float = _doc("A dated importance/ or host_policy/ snapshot read for "
+                                        "run date D older than this many days (D - dt) is a "
+                                        "warning in the run record and the daily report; it is "
+                                        "still read (inf: never warn; docs/contract.md, "
+                                        "\"Snapshots\").", default=7.0)
 
 
 @dataclass(frozen=True)
@@ -604,6 +609,8 @@ def _validate(c: Config) -> None:
         raise ConfigError("need 0 < politeness.min_crawl_delay_s <= max_crawl_delay_s < inf")
     if not c.ingest.max_lateness_days >= 0 or c.ingest.max_url_length < 1:
         raise ConfigError("need ingest.max_lateness_days >= 0 and ingest.max_url_length >= 1")
+    if not c.ingest.snapshot_max_age_days >= 0:
+        raise ConfigError("need ingest.snapshot_max_age_days >= 0")
     if c.policy.name not in POLICIES:
         raise ConfigError(f"policy.name must be one of {POLICIES}")
     if c.policy.objective not in ("freshness", "age"):

@@ -47,6 +47,17 @@ FETCH_COLUMNS = ("fetched_at", "status", "conditional", "etag", "last_modified",
                  "content_hash", "bytes", "elapsed_ms", "lane")
 
 
+def _stale_since_text(p: dict, h: dict | None) -> str:
+    """Which instant the plan's p_stale_now counted from (jobs.core.plan_work.stale_since)."""
+    if "stale_since_at" not in p:  # a plan written before the column: the last success
+        return f"the last success {_when(p.get('last_success_at'))}"
+    since = _when(p.get("stale_since_at"))
+    if h is not None and (h.get("trust_etag") or h.get("trust_lm")):
+        return f"the last success {since}: this host's 304s are trusted"
+    return (f"the last confirmed copy {since}: a full fetch with a hash or a trusted 304; "
+            f"this host's 304s are not trusted")
+
+
 def _committed_rows(cfg: Config, table: str, dt: str, column: str, value: str, columns=None):
     return rows_where(partitions.committed_files(cfg.paths.table(table, dt), table), column, value,
                  columns)
@@ -249,8 +260,8 @@ def render(doc: dict) -> str:
             out.append(f"  the policy's level today: {_num(a['policy_level'])}")
         out += [f"  host cap {p['host_cap']} visits/day "
                 f"({'binds' if p['cap_binds'] else 'does not bind'})",
-                f"  p_stale_now {_num(p['p_stale_now'], '{:.3f}')} (P(changed since the last "
-                f"success) at the window's start)"]
+                f"  p_stale_now {_num(p['p_stale_now'], '{:.3f}')} (P(changed since "
+                f"{_stale_since_text(p, h)}) at the window's start)"]
     sch = doc["schedule"]
     out += ["", f"Schedule {sch['date']} ({sch['source']}: {sch['where']}, shard {sch['shard']}):"]
     if sch.get("error"):

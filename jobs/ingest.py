@@ -13,7 +13,7 @@ from typing import Optional
 from jobs import schemas, storage
 from jobs.errors import MixedFingerprintVersions  # noqa: F401  (its home: jobs.errors)
 from jobs.config import Config
-from jobs.core import hosts
+from jobs.core import hosts, state_update
 from jobs.paths import day_bounds, quarantine_path
 
 
@@ -40,7 +40,7 @@ def lateness_horizon(cfg: Config, run_date: str) -> datetime:
 
 # A fetch-log file without the column, or a null in it, was written before the column
 # existed, when version 1 was the only fingerprint version (docs/fingerprint.md).
-LEGACY_FINGERPRINT_VERSION = 1
+LEGACY_FINGERPRINT_VERSION = state_update.LEGACY_FINGERPRINT_VERSION
 
 
 def fingerprint_versions(footer: schemas.Footer) -> set[int]:
@@ -76,7 +76,9 @@ def fingerprint_versions(footer: schemas.Footer) -> set[int]:
 
 
 def check_fingerprint_versions(uri: str, footers: list[schemas.Footer]) -> int | None:
-    """The day's one fingerprint version (None: no rows), or MixedFingerprintVersions."""
+    """The files' one fingerprint version (None: no rows), or MixedFingerprintVersions: a
+    producer's check of its own output (a fetch-log day may mix versions: each fetch is
+    compared with the stored hash of its own version, jobs.core.state_update)."""
     versions: dict[int, list[str]] = {}
     for footer in footers:
         found = fingerprint_versions(footer)
@@ -89,8 +91,7 @@ def check_fingerprint_versions(uri: str, footers: list[schemas.Footer]) -> int |
 
 def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> list[schemas.Footer]:
     """Every file of ``uri`` checked against ``contract``; a required partition must hold
-    at least one row (a lone 0-row file is an empty partition, not an empty day). A
-    fetch-log day must also hold one fingerprint version (MixedFingerprintVersions)."""
+    at least one row (a lone 0-row file is an empty partition, not an empty day)."""
     files = storage.list_parquet_files(uri)
     if not files and required:
         hint = ("; a day the fleet did not fetch is declared with `recrawl update-state "
@@ -101,8 +102,6 @@ def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> lis
     if required and sum(f.num_rows for f in footers) == 0:
         raise schemas.SchemaError(contract.name, uri, None,
                                   f"empty partition (0 rows in {len(footers)} file(s))")
-    if contract is schemas.FETCH_LOG:
-        check_fingerprint_versions(uri, footers)
     return footers
 
 
@@ -307,9 +306,10 @@ def _checked_logs(cfg: Config, df, day_end, horizon, cached, keep=()):
         cached.append(df)
         reason = F.col("_reason_checked")
     clean, bad = _split(df, reason, "fetch_logs", cols, keep)
-    # checked_footers proved the day holds one fingerprint version: the column has done
-    # its job, and the stages downstream keep the columns they had.
-    return _clean_host(clean.drop("_reason_checked", "_given_host", "fingerprint_version")), bad
+    # Each fetch's fingerprint version goes to the fold (null: the legacy version).
+    clean = clean.withColumn("fingerprint_version", F.coalesce(
+        F.col("fingerprint_version"), F.lit(LEGACY_FINGERPRINT_VERSION)).cast("int"))
+    return _clean_host(clean.drop("_reason_checked", "_given_host")), bad
 
 
 def split_stale_rows(logs, stale, columns: list[str], keys=("url",)):
@@ -330,16 +330,26 @@ def split_stale_rows(logs, stale, columns: list[str], keys=("url",)):
     return clean.select(*logs.columns), bad
 
 
-def read_importance(spark, cfg: Config):
-    """The importance table as (clean rows, quarantined rows), or (None, None) without one.
+def snapshot_footers(cfg: Config, contract: schemas.Contract, run_date: str):
+    """The checked files of the table's snapshot as of ``run_date`` (:mod:`jobs.snapshots`:
+    one version, never the whole prefix), or [] when the table is absent."""
+    from jobs import snapshots
 
-    A URL may have more than one clean row: its weight is the largest
+    snap = snapshots.find(cfg, contract.name, run_date)
+    return schemas.check_files(contract, list(snap.files)) if snap is not None else []
+
+
+def read_importance(spark, cfg: Config, run_date: str):
+    """The importance snapshot as of ``run_date`` (:mod:`jobs.snapshots`) as (clean rows,
+    quarantined rows), or (None, None) without one.
+
+    A URL may have more than one clean row within the snapshot: its weight is the largest
     (:func:`importance_by_url`, and the fold's pandas twin
     jobs.core.state_update.importance_by_url). update_state hands the rows to its fold as
     they are (an aggregate here would shuffle all of them once more every day)."""
     from pyspark.sql import functions as F
 
-    footers = checked_footers(schemas.IMPORTANCE, cfg.paths.table("importance"), False)
+    footers = snapshot_footers(cfg, schemas.IMPORTANCE, run_date)
     if not footers:
         return None, None
     df = _read(spark, schemas.IMPORTANCE, footers)
@@ -359,15 +369,16 @@ def importance_by_url(clean):
     return clean.groupBy("url").agg(F.max("importance").alias("importance"))
 
 
-def _host_policy_rows(spark, cfg: Config):
-    """host_policy rows as (valid with normalised host, quarantined), delays not yet bounded.
+def _host_policy_rows(spark, cfg: Config, run_date: str):
+    """host_policy rows of the snapshot as of ``run_date`` as (valid with normalised host,
+    quarantined), delays not yet bounded.
 
     Rules: ``null_host``; ``bad_host`` (not a host name once normalised); ``bad_crawl_delay``
     (null, NaN, inf or <= 0); ``bad_max_fetches`` (< 0).
     """
     from pyspark.sql import functions as F
 
-    footers = checked_footers(schemas.HOST_POLICY, cfg.paths.table("host_policy"), False)
+    footers = snapshot_footers(cfg, schemas.HOST_POLICY, run_date)
     if not footers:
         return None, None
     df = _read(spark, schemas.HOST_POLICY, footers).withColumn("url", F.lit(None).cast("string"))
@@ -383,17 +394,19 @@ def _host_policy_rows(spark, cfg: Config):
     return clean.withColumn("host", F.col("_host")).drop("_host", "url"), bad
 
 
-def read_host_policy(spark, cfg: Config):
-    """Valid host policy, one row per normalised host, and the quarantined rows.
+def read_host_policy(spark, cfg: Config, run_date: str):
+    """Valid host policy of the snapshot as of ``run_date`` (:mod:`jobs.snapshots`), one row
+    per normalised host, and the quarantined rows.
 
     Finite delays outside ``[politeness.min_crawl_delay_s, max_crawl_delay_s]`` are clamped
     (a 1e-12 delay overflowed the host cap; 1e9 silently planned nothing): the host keeps a
     usable, polite delay. :func:`crawl_delay_figures` counts them for the run record.
-    Duplicate hosts (also after normalising) keep the largest delay and the smallest cap.
+    Duplicate hosts within the snapshot (also after normalising) keep the largest delay and
+    the smallest cap.
     """
     from pyspark.sql import functions as F
 
-    clean, bad = _host_policy_rows(spark, cfg)
+    clean, bad = _host_policy_rows(spark, cfg, run_date)
     if clean is None:
         return None, None
     pol = cfg.politeness
@@ -405,16 +418,39 @@ def read_host_policy(spark, cfg: Config):
     return clean, bad
 
 
-def with_politeness(cfg: Config, frame, policy):
+def read_host_policy_days(spark, cfg: Config, days: list[str]):
+    """Each day's host policy (:func:`read_host_policy` as of that day), one row per host and
+    day with the day in ``dt``; None when no day has a host_policy table. Each distinct
+    snapshot is read once (``rebuild_state``: the politeness of each replayed day is the one
+    its daily run read)."""
+    from pyspark.sql import functions as F
+
+    from jobs import snapshots
+
+    by_path: dict[str, list[str]] = {}
+    for d in days:
+        snap = snapshots.find(cfg, "host_policy", d)
+        if snap is not None:
+            by_path.setdefault(snap.path, []).append(d)
+    frames = []
+    for dated in by_path.values():
+        clean, _ = read_host_policy(spark, cfg, dated[0])
+        frames.append(clean.crossJoin(F.broadcast(
+            spark.createDataFrame([(d,) for d in dated], "dt string"))))
+    return functools.reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+
+
+def with_politeness(cfg: Config, frame, policy, keys=("host",)):
     """``frame`` (with ``host``) with its host's ``crawl_delay_s`` and ``max_fetches_per_day``
     from ``policy`` (:func:`read_host_policy`'s clean rows, or None), and the
     ``[politeness]`` defaults for hosts it does not list: what allocate caps a host by, and
-    what update_state judges its served-rate limit against."""
+    what update_state judges its served-rate limit against. ``keys``: the join columns
+    (``("host", "dt")`` with :func:`read_host_policy_days`)."""
     from pyspark.sql import functions as F
 
     pol = cfg.politeness
     if policy is not None:
-        frame = frame.join(policy, "host", "left")
+        frame = frame.join(policy, list(keys), "left")
     else:
         frame = (frame.withColumn("crawl_delay_s", F.lit(None).cast("double"))
                  .withColumn("max_fetches_per_day", F.lit(None).cast("long")))
@@ -425,11 +461,11 @@ def with_politeness(cfg: Config, frame, policy):
                                    F.lit(pol.default_max_fetches_per_day).cast("long"))))
 
 
-def crawl_delay_figures(spark, cfg: Config) -> dict:
+def crawl_delay_figures(spark, cfg: Config, run_date: str) -> dict:
     """Hosts whose host_policy delay was raised to the minimum or lowered to the maximum."""
     from pyspark.sql import functions as F
 
-    clean, _ = _host_policy_rows(spark, cfg)
+    clean, _ = _host_policy_rows(spark, cfg, run_date)
     if clean is None:
         return {"crawl_delay_raised": 0, "crawl_delay_lowered": 0}
     pol, delay = cfg.politeness, F.col("crawl_delay_s")

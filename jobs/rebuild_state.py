@@ -50,6 +50,7 @@ import sys
 import pandas as pd
 
 from jobs import ingest, metrics, outage, partitions, progress, schemas, storage, update_state
+from jobs import snapshots
 from jobs.cli import Parser, add_date_arg, date_list, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.errors import OutageRefused, UsageError
@@ -60,7 +61,7 @@ from jobs.runlog import write_stage_record
 from jobs.spark_session import get_spark
 
 _LOG_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
-             "content_hash", "bytes", "lane", "elapsed_ms", "retry_after"]
+             "content_hash", "bytes", "lane", "elapsed_ms", "retry_after", "fingerprint_version"]
 _SIG_COLS = ["url", "host", "signaled_at"]
 _SIG_DDL = "url string, host string, signaled_at timestamp, dt string"
 _QUARANTINE_SOURCES = ("fetch_logs", "importance", "signals")
@@ -197,13 +198,15 @@ def run(cfg: Config, first: str, last: str, spark=None, no_fetches_on=()) -> lis
     fetched = [d for d in days if d not in outages]
     for d in fetched:  # every input refusal before a Spark session starts
         ingest.checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", d), True)
+    inputs = {d: snapshots.record(cfg, d) for d in fetched}  # each day's snapshots
     spark = spark or get_spark(cfg, "rebuild_state")
     # Every day in one read (one plan branch and no Spark job per day); the checked rows are
     # persisted for the replay, the stale-row join and the quarantine.
     cached: list = []
     logs, bad_logs, log_rows = ingest.read_fetch_logs_days(spark, cfg, fetched, cached)
     sig_clean, bad_sig, sig_days = ingest.read_signals_days(spark, cfg, fetched)
-    importance, bad_imp = ingest.read_importance(spark, cfg)
+    # The importance snapshot as of the last day: the state it writes is that day's.
+    importance, bad_imp = ingest.read_importance(spark, cfg, last)
     log_cols = [c for c in logs.columns if c != "dt"]  # as read_fetch_logs gives them
     signals = (sig_clean.select(*_SIG_COLS, "dt") if sig_clean is not None
                else spark.createDataFrame([], _SIG_DDL))
@@ -213,9 +216,10 @@ def run(cfg: Config, first: str, last: str, spark=None, no_fetches_on=()) -> lis
     # plans below start from it.
     ddl, arrow_schema = _out_schema()
     n = F.lit(buckets(cfg, sum(log_rows.values()), spark.sparkContext.defaultParallelism))
-    # Every row carries its host's politeness (its served-rate limit is judged against it).
-    policy, _ = ingest.read_host_policy(spark, cfg)
-    rows = ingest.with_politeness(cfg, logs.select(*_LOG_COLS, "dt"), policy)
+    # Every row carries its host's politeness of its day's host_policy snapshot (its
+    # served-rate limit is judged against it).
+    policy = ingest.read_host_policy_days(spark, cfg, fetched)
+    rows = ingest.with_politeness(cfg, logs.select(*_LOG_COLS, "dt"), policy, ("host", "dt"))
     out = (rows.withColumn("_b", F.pmod(F.xxhash64("host"), n))
            .groupBy("_b")
            .cogroup(signals.withColumn("_b", F.pmod(F.xxhash64("host"), n)).groupBy("_b"))
@@ -283,6 +287,7 @@ def run(cfg: Config, first: str, last: str, spark=None, no_fetches_on=()) -> lis
             **{k: get(k) for k in observations.FETCH_FIGURES},
             **(host_figs.get(d) or update_state.no_host_figures()),
             **update_state._audit_figures(cfg, get("audit_n"), get("audit_fresh")),
+            **inputs[d],
         }
         write_stage_record(cfg, d, "update_state", record)
         records.append(record)

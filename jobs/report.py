@@ -115,12 +115,14 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
         raise UsageError("--days and --top must be >= 1")
     dates, metrics = metrics_window(cfg, run_date, days)
     allocate = read_stage_record(cfg, run_date, "allocate")
+    update = read_stage_record(cfg, run_date, "update_state")
     sums, lam_counts = plan_figures(cfg, run_date)
     series = dr.freshness_series(dates, metrics)
     curve = dr.budget_curve_frame(metrics[run_date])
     return {
         "run_date": run_date, "days": dates, "metrics": metrics[run_date],
         "missing": {d: m for d, m in metrics.items() if isinstance(m, str)},
+        "warnings": dr.input_warnings([update, allocate]),
         "freshness": series, "forecast": dr.forecast_match(series),
         "lanes": dr.lane_budget(allocate.get("budget_cut") or {}),
         "fast_lane": dr.fast_lane_note(allocate, _fast_share(metrics[run_date], cfg)),

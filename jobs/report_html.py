@@ -300,6 +300,15 @@ def _missing_box(doc: dict) -> str:
             f'(these days are not in the figures):<ul>{"".join(items)}</ul></div>')
 
 
+def _warnings_box(doc: dict) -> str:
+    """The run records' input warnings (a stale or skipped importance / host_policy snapshot)."""
+    items = [f"<li>{esc(w)}</li>" for w in doc.get("warnings") or []]
+    if not items:
+        return ""
+    return (f'<div class="missing" role="alert"><strong>Input warnings</strong> '
+            f'(the run used these inputs anyway):<ul>{"".join(items)}</ul></div>')
+
+
 def _headline(doc: dict) -> str:
     m, fc = doc["metrics"], doc["forecast"]
     audit = m.get("audit_freshness")
@@ -388,7 +397,7 @@ def render(doc: dict) -> str:
         f"<h1>recrawl daily report: run {esc(d)}</h1>",
         f"<p>Plans the 24 h from {esc(schedule_date(d))} 00:00 UTC; "
         f"figures over {len(doc['days'])} days ({esc(doc['days'][0])} to {esc(d)}).</p>",
-        _headline(doc), _missing_box(doc),
+        _headline(doc), _missing_box(doc), _warnings_box(doc),
         "<h2>Freshness: audit and forecast</h2>", freshness_chart(fr),
         table(fr.drop(columns=["missing"]).assign(missing=fr["missing"].fillna("")),
               {"audit": "{:.3f}", "audit_lo": "{:.3f}", "audit_hi": "{:.3f}",
@@ -429,7 +438,8 @@ def render(doc: dict) -> str:
         "<h2>Quarantined rows by reason</h2>",
         (table(q) if len(q) else f"<p>No input row was quarantined on {esc(d)}.</p>"),
         "<h2>Top stale important hosts</h2>",
-        "<p>Stale importance: Σ importance × P(changed since the last successful fetch) at "
+        "<p>Stale importance: Σ importance × P(changed since the last confirmed copy: the last "
+        "full fetch with a hash, or the last success where the host's 304s are trusted) at "
         "the start of the planned window (plan.p_stale_now).</p>",
         (table(stale, {"stale_weight": "{:,.2f}", "stale_share": "{:.1%}",
                        "importance": "{:,.2f}", "urls": "{:,.0f}"},

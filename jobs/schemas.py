@@ -156,20 +156,24 @@ FETCH_LOG = Contract("fetch_logs", "fetch_logs/dt=YYYY-MM-DD/*.parquet",
                         "rows are measurement-only and scored by the freshness audit)", True, False),
     C("fingerprint_version", "int32", "`FINGERPRINT_VERSION` that computed `content_hash` "
                                       "(docs/fingerprint.md); absent or null: 1, the only "
-                                      "version before the column. A day whose rows mix versions "
-                                      "is refused (`MixedFingerprintVersions`)", True, False),
+                                      "version before the column. Each fetch is compared with "
+                                      "the stored hash of its own version only (state."
+                                      "fingerprint_version); a day may mix versions", True, False),
     C("retry_after", "string", "the response's raw Retry-After header (429/503), as received: "
                                "delay-seconds or an HTTP date", True, False),
 ))
 
-IMPORTANCE = Contract("importance", "importance/*.parquet",
-                      "Optional. URLs missing from it get `policy.default_importance`.", (
+IMPORTANCE = Contract("importance", "importance/dt=YYYY-MM-DD/*.parquet (or importance/*.parquet)",
+                      "Optional snapshot: the run for D reads the latest committed `dt=` <= D, or "
+                      "the undated files (\"Snapshots\" above). URLs missing from it get "
+                      "`policy.default_importance`.", (
     C("url", "string", "the URL"),
     C("importance", "float", "importance weight, >= 0"),
 ))
 
-HOST_POLICY = Contract("host_policy", "host_policy/*.parquet",
-                       "Optional. Missing hosts get the `[politeness]` defaults.", (
+HOST_POLICY = Contract("host_policy", "host_policy/dt=YYYY-MM-DD/*.parquet (or host_policy/*.parquet)",
+                       "Optional snapshot, read like `importance/`. Missing hosts get the "
+                       "`[politeness]` defaults.", (
     C("host", "string", "the host"),
     C("crawl_delay_s", "float", "seconds between two requests to the host"),
     C("max_fetches_per_day", "int", "explicit daily cap", True),
@@ -304,6 +308,11 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
                             "checks; null: none)", True, False),
     C("content_bytes", "int", "bytes of the last 2xx that carried a content hash: the stored "
                               "copy's size, what a 304 of it saves (null: none yet)", True, False),
+    C("fingerprint_version", "int32", "`FINGERPRINT_VERSION` of content_hash (docs/fingerprint.md): "
+                                      "a fetch of another version re-bases the hash without "
+                                      "counting a change; null in a state written before the "
+                                      "column: 1, the only version there was (null: no hash)",
+      True, False),
 ))
 
 HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
@@ -394,8 +403,13 @@ PLAN = Contract("plan", "plan/dt=YYYY-MM-DD/*.parquet",
                                  "(policy optimal; compare with metrics.refresh_marginal_value, "
                                  "the day's multiplier); null otherwise", True),
     C("last_success_at", "timestamp", "last 2xx/304 fetch", True),
-    C("p_stale_now", "float", "P(the page changed since last_success_at) at D+1 00:00 UTC: "
-                              "1 - exp(-lambda_hat x age in days); 1 with no successful fetch"),
+    C("p_stale_now", "float", "P(the page changed since stale_since_at) at D+1 00:00 UTC: "
+                              "1 - exp(-lambda_hat x days since stale_since_at); 1 without "
+                              "a confirmed copy"),
+    C("stale_since_at", "timestamp", "the instant p_stale_now counts from: last_success_at "
+                                     "where the host's 304s are trusted, else state's "
+                                     "last_known_at (the last full fetch with a hash, or a "
+                                     "trusted 304); null: no confirmed copy", True, False),
 ))
 
 SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
@@ -411,7 +425,8 @@ SCHEDULE = Contract("schedules", "schedules/dt=D+1/shard-NNNNN-<sha12>.parquet",
     C("if_none_match", "string", "If-None-Match value (validated ETag)", True),
     C("if_modified_since", "string", "If-Modified-Since value (validated HTTP-date)", True),
     C("priority", "float", "importance x P(changed); higher goes first"),
-    C("p_changed", "float", "P(changed since the last fetch) at not_before"),
+    C("p_changed", "float", "P(changed since the last confirmed copy: plan.stale_since_at) at "
+                            "not_before"),
     C("crawl_delay_s", "float", "the host's crawl delay the rows were placed with (seconds; "
                                 "the same on every row of a host): keep it between requests"),
     C("expires_at", "timestamp", "when the row must no longer be used (UTC): the end of the "
@@ -520,6 +535,9 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
     C("bytes_saved_304", "int", "bytes the 304s saved: the stored copy's size "
                                 "(state.content_bytes) less the 304's own bytes, summed", True,
       False),
+    C("fetches_rebased", "int", "of which were 2xx whose fingerprint_version differed from the "
+                                "stored hash's: the hash re-based, no change counted "
+                                "(docs/fingerprint.md)", True, False),
     C("expected_age_days", "float", "importance-weighted expected age (days) of known URLs' "
                                     "copies under the planned rates (Poisson; plan)", True, False),
     C("days_per_pass", "float", "urls_known / budget: days the day's budget takes to visit "

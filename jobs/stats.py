@@ -182,7 +182,8 @@ def render(doc: dict) -> str:
     out += ["Top hosts by planned visits"] + [
         f"  {r['host']:<40} {r['visits']:>10,} visits  cap {r['host_cap']}"
         + ("  (cap binds)" if r["cap_binds"] else "") for r in doc["top_hosts_by_planned_visits"]]
-    out += ["", "Top hosts by stale importance (sum of importance x p_stale_now)"] + [
+    out += ["", "Top hosts by stale importance (sum of importance x p_stale_now, counted "
+                "from the last confirmed copy)"] + [
         f"  {r['host']:<40} {_num(r['stale_weight'])}  ({_num(100 * r['stale_share'], '{:.1f}')} "
         f"% of its importance)" for r in doc["top_hosts_by_stale_importance"]]
     return "\n".join(out) + "\n"

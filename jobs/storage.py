@@ -43,6 +43,16 @@ def list_parquet_files(uri: str) -> list[str]:
     return sorted(out)
 
 
+def list_dir(uri: str) -> list[tuple[str, bool]]:
+    """The entries directly under ``uri`` as (name, is a directory), sorted; [] when it does
+    not exist. Object stores list a "directory" for every key prefix."""
+    fs, path = _resolve(uri)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        return []
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    return sorted((posixpath.basename(i.path), i.type == pafs.FileType.Directory) for i in infos)
+
+
 def filesystem_for(uri: str):
     return _resolve(uri)[0]
 

@@ -39,6 +39,7 @@ from jobs.core.estimators_stats import STATS_COLUMNS, observation_columns
 from jobs.params import trust_params, update_params
 from jobs.paths import previous_day
 from jobs.runlog import write_stage_record
+from jobs import snapshots
 from jobs.spark_session import get_spark
 
 _EV = list(observations.EVIDENCE_COLUMNS)
@@ -50,7 +51,7 @@ _PRIOR_DDL = ("_level int, _group string, prior_shape double, prior_rate double,
               "prior_em boolean")
 _ROW_COLS = ["url", "host", "fetched_at", "status", "conditional", "etag", "last_modified",
              "content_hash", "bytes", "trust_etag", "trust_lm", "signaled_at", "signal_trusted",
-             "is_signal", "lane", "importance", "is_importance"]
+             "is_signal", "lane", "importance", "is_importance", "fingerprint_version"]
 
 
 def _fold_arrow_schema():
@@ -368,10 +369,11 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
         for table in ("state", "hosts"):
             partitions.committed_files(cfg.paths.table(table, previous_day(run_date)), table)
     ingest.checked_footers(schemas.FETCH_LOG, cfg.paths.table("fetch_logs", run_date), True)
+    inputs = snapshots.record(cfg, run_date)  # which importance / host_policy snapshot
     spark = spark or get_spark(cfg, "update_state")
     cached = []  # persisted frames, unpersisted once the run record's figures are read
     logs, bad_logs = ingest.read_fetch_logs(spark, cfg, run_date, cached)
-    importance, bad_imp = ingest.read_importance(spark, cfg)
+    importance, bad_imp = ingest.read_importance(spark, cfg, run_date)
     signals, bad_sig = ingest.read_signals(spark, cfg, run_date)
     start_empty = bootstrap or from_empty
     prev = _read_prev(spark, cfg, "state", schemas.STATE, run_date, start_empty)
@@ -410,7 +412,7 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
         "urls_gone": int(figures["urls_gone"] or 0),
         "urls_pending_signal": int(figures["urls_pending_signal"] or 0),
         **{k: int(figures[k] or 0) for k in observations.FETCH_FIGURES},
-        **hosts, **audit,
+        **hosts, **audit, **inputs,
     }
     for frame in cached:
         frame.unpersist()
@@ -471,7 +473,7 @@ def _write_hosts(spark, cfg: Config, run_date: str, folded, logs, hosts_prev) ->
     today = ev.join(health, "host", "full")
     # The politeness the host's served-rate limit is judged against, as allocate reads it,
     # and the latest wait its 429/503 responses asked for.
-    policy, _ = ingest.read_host_policy(spark, cfg)  # allocate quarantines its bad rows
+    policy, _ = ingest.read_host_policy(spark, cfg, run_date)  # allocate quarantines bad rows
     today = ingest.with_politeness(cfg, today, policy).join(_retry_after_waits(cfg, logs),
                                                             "host", "left")
     buckets = cfg.spark.state_buckets

@@ -28,8 +28,6 @@ def run(cfg: Config, run_date: str) -> dict:
     no_fetches = outage.check(cfg, run_date)
     checks = [
         (schemas.FETCH_LOG, p.table("fetch_logs", run_date), not no_fetches),
-        (schemas.IMPORTANCE, p.table("importance"), False),
-        (schemas.HOST_POLICY, p.table("host_policy"), False),
         (schemas.SIGNALS, p.table("signals", run_date), False),
         (schemas.FRONTIER, p.table("frontier", run_date), False),
     ]
@@ -38,6 +36,10 @@ def run(cfg: Config, run_date: str) -> dict:
     record = {}
     for contract, uri, required in checks:
         record[f"{contract.name}_files"] = len(ingest.checked_files(contract, uri, required))
+    # The importance / host_policy snapshot the day's run reads (jobs.snapshots), not the
+    # whole prefix.
+    for contract in (schemas.IMPORTANCE, schemas.HOST_POLICY):
+        record[f"{contract.name}_files"] = len(ingest.snapshot_footers(cfg, contract, run_date))
     if no_fetches:
         record["no_fetches"] = True
     write_stage_record(cfg, run_date, "validate_logs", record)

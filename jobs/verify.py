@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.core.http_fields import HEADER_CHECKS, safe_request_text
-from jobs.errors import VerificationError  # noqa: F401  (its home: jobs.errors)
+from jobs.errors import RecrawlError, VerificationError  # noqa: F401  (home: jobs.errors)
 from jobs.objstore import ObjectAccessDenied, ObjectNotFound, open_store, with_retries
 from jobs.paths import check_date, previous_day, schedule_day_prefix, schedule_manifest_key
 from jobs.fleet.schedule import (SCHEDULE_SCHEMA, ScheduleSchemaError, check_schedule_values,
@@ -222,8 +222,10 @@ def _last_visits(store, entry: dict) -> tuple[dict[str, int], list[str]]:
 
 
 def read_crawl_delays(host_policy_uri: str,
-                      bounds: tuple[float | None, float | None] = (None, None)) -> dict[str, float]:
-    """Per-host crawl delays from a ``host_policy/`` table, with ingest's rules.
+                      bounds: tuple[float | None, float | None] = (None, None),
+                      run_date: str | None = None) -> dict[str, float]:
+    """Per-host crawl delays from a ``host_policy/`` table, with ingest's rules: with
+    ``run_date``, only the snapshot that run read (:mod:`jobs.snapshots`), else every file.
 
     Hosts are lowercased, rows without a host or with a delay that is null, NaN or <= 0
     are skipped (ingest quarantines them), delays are clamped to ``bounds`` (min, max;
@@ -233,8 +235,15 @@ def read_crawl_delays(host_policy_uri: str,
     low, high = bounds
     from jobs import storage
 
+    from jobs import snapshots
+
+    if run_date is not None:
+        snap = snapshots.find_at(host_policy_uri, "host_policy", run_date)
+        uris = list(snap.files) if snap is not None else []
+    else:
+        uris = storage.list_parquet_files(host_policy_uri)
     delays: dict[str, float] = {}
-    for uri in storage.list_parquet_files(host_policy_uri):
+    for uri in uris:
         fs = storage.filesystem_for(uri)
         path = uri.split("://", 1)[1] if "://" in uri else uri
         table = pq.read_table(path, columns=["host", "crawl_delay_s"], filesystem=fs)
@@ -265,14 +274,15 @@ def _recorded_politeness(manifest: dict) -> tuple[str | None, float | None, tupl
 
 
 def _delay_lookup(manifest: dict, crawl_delays: Mapping[str, float] | None,
-                  default_crawl_delay_s: float | None):
-    """``host -> crawl delay`` (None when unknown) from the caller, else the manifest's config."""
+                  default_crawl_delay_s: float | None, run_date: str):
+    """``host -> crawl delay`` (None when unknown) from the caller, else the manifest's config
+    (its host_policy snapshot as of ``run_date``, the run that planned the day)."""
     policy_uri, recorded_default, bounds = _recorded_politeness(manifest)
     default = default_crawl_delay_s if default_crawl_delay_s is not None else recorded_default
     if crawl_delays is None:
         # Only the recorded config's own host_policy: a caller who gives just a default
         # means "every host has this delay".
-        crawl_delays = (read_crawl_delays(policy_uri, bounds)
+        crawl_delays = (read_crawl_delays(policy_uri, bounds, run_date)
                         if policy_uri and default_crawl_delay_s is None else {})
     return lambda host: crawl_delays.get(host, default)
 
@@ -363,8 +373,9 @@ def verify(target: str, date: str, *, endpoint_url: str | None = None, max_worke
     midnight_checked = 0
     if last:
         try:
-            delay_of = _delay_lookup(manifest, crawl_delays, default_crawl_delay_s)
-        except (OSError, pa.ArrowInvalid, KeyError) as exc:
+            delay_of = _delay_lookup(manifest, crawl_delays, default_crawl_delay_s,
+                                     previous_day(date))
+        except (OSError, pa.ArrowInvalid, KeyError, RecrawlError) as exc:
             problems.append(f"cannot read crawl delays for the midnight check: {exc}")
         else:
             gap_problems, midnight_checked = _midnight_problems(first, last, delay_of, date, prev)

@@ -22,6 +22,12 @@ FRESHNESS_COLUMNS = ("dt", "audit", "audit_lo", "audit_hi", "audit_n", "expected
                      "missing")
 
 
+def input_warnings(records: list[dict]) -> list[str]:
+    """The run records' ``warnings`` (a stale or skipped snapshot, jobs.snapshots), each once,
+    in the order the stages wrote them."""
+    return list(dict.fromkeys(w for r in records for w in (r.get("warnings") or [])))
+
+
 def freshness_series(days: list[str], metrics: dict) -> pd.DataFrame:
     """Audit and expected freshness per day, with the forecast each audit is checked against.
 

@@ -53,6 +53,9 @@ LEVEL_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s"
                  *timing.TIMING_COLUMNS)
 # Timestamp columns; plan_bucket takes them as timestamps or as epoch seconds (doubles).
 TIME_COLUMNS = ("last_fetch_at", "last_success_at", "pending_signal_at")
+# Optional: the last confirmed copy (state's last_known_at), what P(changed) counts from on a
+# host whose 304s are not trusted (plan_work.stale_since).
+CONFIRMED_COLUMN = "last_known_at"
 # A page's learnt rhythm (jobs.core.timing) as plan_work.prepare gives it to due_visits.
 TIMED_COLUMNS = ("period_s", "phase_s", "spread_s")
 
@@ -280,7 +283,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         The bucket's pages (any hosts; see :mod:`jobs.core.plan_work`) with url, lane,
         lambda_hat, importance, interval_s, gone, last_fetch_at, last_success_at, etag,
         last_modified, method_hint, crawl_delay_s, max_fetches_per_day and optionally
-        cap_factor, trust_etag, trust_lm, audit_wanted, pending_signal_at (the
+        last_known_at (:func:`jobs.core.plan_work.stale_since`), cap_factor, trust_etag, trust_lm, audit_wanted, pending_signal_at (the
         :data:`TIME_COLUMNS` as timestamps or as epoch seconds).
     """
     b = plan_work.load(pages, ctx)
@@ -307,13 +310,16 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     signaled_only = signaled & ~forced  # a forced page is due now whatever its signal says
     signal |= forced
     rhythm_from = rhythm_anchor(last_fetch, last_success, pages)
+    # P(changed) counts from the last confirmed copy unless the host's 304s are trusted.
+    since = plan_work.stale_since(pages, last_success)
     period = 86400.0 / np.where(rate > 0, rate, 1.0)
     page_cols = {
         "page": np.arange(len(pages)), "url": work["url"].to_numpy(), "rate": rate,
         "lambda_hat": work["lambda_hat"].to_numpy(), "importance": work["importance"].to_numpy(),
         "signal": signal, "method_hint": pages["method_hint"].to_numpy(dtype=object),
         "rhythm_from_s": np.where(signal, ctx.window_start - period, rhythm_from),
-        "last_success_s": np.where(signal, np.nan, last_success),
+        # the instant P(changed) counts from (plan.due_visits names it last_success_s)
+        "last_success_s": np.where(signal, np.nan, since),
     }
     lane = work["lane"].to_numpy()
     keep = (rate > 0) & ((lane != "discovery") | plan_work.discovery_selected(work, ctx))
@@ -427,6 +433,7 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
         selected=plan_work.discovery_selected(work, ctx), signal=signal, rate=rate,
         fast_rate=res.fast_per_page[g.codes], importance=imp,
         lambda_hat=work["lambda_hat"].to_numpy(), last_success_s=last_success,
+        stale_since_s=since,
         visits=per_page, audit=audited > 0, host_cap=b.cap[g.codes], cap_binds=binds[g.codes],
         policy=policy, f_min=getattr(policy, "f_min", ctx.f_min),
         f_max=getattr(policy, "f_max", ctx.f_max), window_start=ctx.window_start,

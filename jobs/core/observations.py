@@ -11,6 +11,12 @@ Observation rules (docs/contract.md, "Observations"):
 * 304: unchanged, **only** where the host's validator that could have produced it is
   trusted (``trust_etag`` with a stored ETag, or ``trust_lm`` with a stored
   Last-Modified). Otherwise no observation: a lying 304 must not look like evidence.
+* 2xx whose ``fingerprint_version`` differs from the stored hash's (the fleet upgraded its
+  fingerprint, docs/fingerprint.md): the hashes are not comparable, so the fetch *re-bases*
+  the stored hash (``rebased``) and is neither a change nor a no-change, unless a trusted
+  validator (``trust_etag`` with an ETag stored and received, ``trust_lm`` likewise) can
+  compare the two copies: then it is observed, changed iff a trusted validator moved (what
+  trust means: it moved with every change it was checked against).
 * 0, 429, 5xx: no observation (host health counts them).
 * 404/410: no observation; counts towards ``gone``.
 * other 3xx (redirects) and other 4xx: no observation. The fleet follows redirects and
@@ -45,10 +51,13 @@ EVIDENCE_COLUMNS = (
     # What the day's fetches bought: those that found the page unchanged (a 2xx with the
     # stored hash, a trusted 304), and the bytes 304s saved against the stored copy's size.
     "ev_unchanged", "ev_bytes_saved",
+    # 2xx fetches whose fingerprint version differed from the stored hash's: re-based.
+    "ev_rebased",
 )
 #: The day's fetch figures (run records and metrics) -> the evidence column summed for each.
 FETCH_FIGURES = {"fetches_folded": "ev_fetches", "fetches_304": "ev_304",
-                 "fetches_unchanged": "ev_unchanged", "bytes_saved_304": "ev_bytes_saved"}
+                 "fetches_unchanged": "ev_unchanged", "bytes_saved_304": "ev_bytes_saved",
+                 "fetches_rebased": "ev_rebased"}
 
 def is_error(status) -> np.ndarray:
     """Status 0 (network error/timeout), 429 or 5xx: no observation, counted for health."""
@@ -57,7 +66,7 @@ def is_error(status) -> np.ndarray:
 
 
 def classify_fetch(status, new_hash, stored_hash, has_baseline, stored_etag, stored_lm,
-                   trust_etag, trust_lm):
+                   trust_etag, trust_lm, same_version=None, new_etag=None, new_lm=None):
     """Change observation of one fetch per URL.
 
     Parameters
@@ -70,24 +79,41 @@ def classify_fetch(status, new_hash, stored_hash, has_baseline, stored_etag, sto
         Validators stored before this fetch (what a conditional request would send).
     trust_etag, trust_lm : arrays of bool
         The host's trust (from yesterday's hosts table).
+    same_version : array of bool, optional
+        The fetch's ``fingerprint_version`` equals the stored hash's (default: all true).
+    new_etag, new_lm : arrays of object, optional
+        The fetch's validators: what a re-based fetch is compared by (default: none).
 
     Returns
     -------
     dict of bool arrays
-        ``ok`` (2xx), ``not_mod`` (304), ``observed``, ``changed``, ``ignored_304``.
+        ``ok`` (2xx), ``not_mod`` (304), ``observed``, ``changed``, ``ignored_304``,
+        ``full_obs`` (hashes compared), ``rebased`` (a 2xx with a hash of another version).
     """
     st = np.asarray(status)
     ok = (st >= 200) & (st < 300)
     not_mod = st == 304
     has_hash = ~pd.isna(new_hash)
-    full_obs = ok & has_baseline & has_hash
+    same = np.ones(st.shape, bool) if same_version is None else np.asarray(same_version, bool)
+    t_etag, t_lm = np.asarray(trust_etag, bool), np.asarray(trust_lm, bool)
+    full_obs = ok & has_baseline & has_hash & same
+    rebased = ok & has_baseline & has_hash & ~same
     trusted_304 = not_mod & has_baseline & (
-        (np.asarray(trust_etag, bool) & ~pd.isna(stored_etag))
-        | (np.asarray(trust_lm, bool) & ~pd.isna(stored_lm)))
-    observed = full_obs | trusted_304
+        (t_etag & ~pd.isna(stored_etag)) | (t_lm & ~pd.isna(stored_lm)))
     changed = full_obs & (np.asarray(new_hash, dtype=object) != np.asarray(stored_hash, dtype=object))
+    observed = full_obs | trusted_304
+    if rebased.any():
+        none = np.full(st.shape, None, dtype=object)
+        new_etag = none if new_etag is None else np.asarray(new_etag, dtype=object)
+        new_lm = none if new_lm is None else np.asarray(new_lm, dtype=object)
+        by_etag = rebased & t_etag & ~pd.isna(stored_etag) & ~pd.isna(new_etag)
+        by_lm = rebased & t_lm & ~pd.isna(stored_lm) & ~pd.isna(new_lm)
+        moved = ((by_etag & (new_etag != np.asarray(stored_etag, dtype=object)))
+                 | (by_lm & (new_lm != np.asarray(stored_lm, dtype=object))))
+        observed = observed | by_etag | by_lm
+        changed = changed | moved
     return {"ok": ok, "not_mod": not_mod, "observed": observed, "changed": changed,
-            "ignored_304": not_mod & ~trusted_304, "full_obs": full_obs}
+            "ignored_304": not_mod & ~trusted_304, "full_obs": full_obs, "rebased": rebased}
 
 
 def validator_evidence(full_obs, changed, new_val, stored_val):

@@ -15,7 +15,7 @@ Steps, per host (each a vectorised operation over the pages of many hosts at onc
    Never-fetched URLs and push signals are due at the window start.
 2. ``apply_host_cap``: at most ``cap`` visits per host per day (politeness); fast lane,
    audit visits and trusted push signals first, then by priority = importance x
-   P(changed since the last fetch). A mass interval shrink on one host therefore only
+   P(changed since the last confirmed copy). A mass interval shrink on one host therefore only
    reorders its visits: the cap still holds.
 3. after the global per-lane budget cut (done in Spark), ``place_in_slots`` puts the
    host's visits at least ``crawl_delay`` apart, each as near its due time as allowed.
@@ -58,7 +58,9 @@ def due_visits(pages: pd.DataFrame, window_start: float, window_end: float,
     pages : DataFrame
         Columns ``url``, ``rate`` (visits/day, > 0), ``rhythm_from_s`` (epoch seconds the
         visit rhythm runs from, NaN if never fetched: the last fetch, or the last success
-        when that fetch failed, :func:`jobs.core.host_plan.rhythm_anchor`), ``last_success_s``, ``lambda_hat``,
+        when that fetch failed, :func:`jobs.core.host_plan.rhythm_anchor`), ``last_success_s``
+        (the instant P(changed) counts from: the last confirmed copy, or the last success on a
+        host whose 304s are trusted, :func:`jobs.core.plan_work.stale_since`), ``lambda_hat``,
         ``importance``, ``lane``.
     window_start, window_end : float
         Epoch seconds.

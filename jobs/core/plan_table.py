@@ -3,8 +3,9 @@
 allocate's third pass (:func:`jobs.core.host_plan.plan_bucket`) already holds every page's
 final rate, lane, host cap and candidate visits; :func:`page_rows` turns them into one row
 per page with the reason for the rate, the page's marginal value (policy ``optimal``) and
-``p_stale_now``, the probability that the page changed since its last successful fetch, at
-the start of the planned window. One reason per page, the first that applies:
+``p_stale_now``, the probability that the page changed since its last confirmed copy
+(``stale_since``: the last full fetch with a hash, or a 304 of a host whose 304s are trusted),
+at the start of the planned window. One reason per page, the first that applies:
 
 =====================  ==================================================================
 reason                 meaning
@@ -75,16 +76,17 @@ REASONS = {
 PLAN_ROW_DDL = (  # plan_bucket's per-page rows (``reason`` not null): the plan/dt=D table
     "reason string, planned_rate double, visits long, audit boolean, cap_binds boolean, "
     "host_cap long, importance double, lambda_hat double, marginal_value double, "
-    "last_success_s double, p_stale_now double")
+    "last_success_s double, p_stale_now double, stale_since_s double")
 PLAN_ROW_COLUMNS = [c.split()[0] for c in PLAN_ROW_DDL.split(", ")]
 _TOL = 1e-9  # relative: a rate "at" a bound or a host "at" its cap
 
 
-def p_stale(lam, last_success_s, at_s) -> np.ndarray:
-    """P(the page changed since its last successful fetch) at ``at_s`` (epoch seconds):
-    :math:`1 - e^{-\\hat\\lambda\\,\\text{age}}`; 1 where there was no successful fetch (we
-    hold no copy that could be current)."""
-    last = np.asarray(last_success_s, dtype=float)
+def p_stale(lam, since_s, at_s) -> np.ndarray:
+    """P(the page changed since ``since_s``) at ``at_s`` (epoch seconds):
+    :math:`1 - e^{-\\hat\\lambda\\,(t - t_0)}` with :math:`t_0` the instant of the last
+    confirmed copy (:func:`jobs.core.plan_work.stale_since`); 1 where there is none (we hold
+    no copy known to have been current)."""
+    last = np.asarray(since_s, dtype=float)
     age_days = (at_s - last) / 86400.0
     return np.where(np.isnan(last), 1.0, p_changed(np.nan_to_num(lam), np.nan_to_num(age_days)))
 
@@ -121,7 +123,7 @@ def reasons(*, lane, gone, selected, signal, rate, fast_rate, cap_binds, policy,
 def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, importance,
               lambda_hat, last_success_s, visits, audit, host_cap, cap_binds, policy,
               f_min, f_max, window_start, timing_gain=None, rate_ceiling=None,
-              signal_ignored=None, override=None) -> pd.DataFrame:
+              signal_ignored=None, override=None, stale_since_s=None) -> pd.DataFrame:
     """One plan row per page (columns ``host``, ``url``, ``lane`` and :data:`PLAN_ROW_COLUMNS`).
 
     ``visits``/``audit``: the page's candidate visits and whether one is an audit, after the
@@ -131,7 +133,10 @@ def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, impor
     and its one visit per period (:mod:`jobs.core.timing`); its marginal value is
     :math:`g w F'(f)` below the ceiling, 0 at it. ``signal_ignored`` (optional): the pages
     whose push signal the policy found not worth a visit now (``signal`` false there).
+    ``stale_since_s`` (optional, default ``last_success_s``): the instant ``p_stale_now``
+    counts from, the last confirmed copy unless the host's 304s are trusted.
     """
+    since = last_success_s if stale_since_s is None else stale_since_s
     rate = np.asarray(rate, dtype=float)
     code = reasons(lane=lane, gone=gone, selected=selected, signal=signal, rate=rate,
                    fast_rate=fast_rate, cap_binds=cap_binds, policy=policy, f_min=f_min,
@@ -154,5 +159,6 @@ def page_rows(*, host, url, lane, gone, selected, signal, rate, fast_rate, impor
         "cap_binds": np.asarray(cap_binds, bool), "host_cap": np.asarray(host_cap, np.int64),
         "importance": importance, "lambda_hat": lambda_hat, "marginal_value": mv,
         "last_success_s": last_success_s,
-        "p_stale_now": p_stale(lambda_hat, last_success_s, window_start),
+        "p_stale_now": p_stale(lambda_hat, since, window_start),
+        "stale_since_s": since,
     })

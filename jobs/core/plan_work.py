@@ -86,6 +86,29 @@ def flag(pages, name, default: bool) -> np.ndarray:
     return column(pages, name, default).astype("boolean").fillna(default).to_numpy(dtype=bool)
 
 
+def stale_since(pages, last_success_s) -> np.ndarray:
+    """The instant each page's staleness counts from (epoch seconds, NaN: no copy).
+
+    A 304 is news about the stored copy only when its host's validators are trusted
+    (:mod:`jobs.core.trust`): a host that answers 304 while the content changed would
+    otherwise look fresh for as long as it keeps answering. So the clock of
+    :math:`P(\\text{changed}) = 1 - e^{-\\hat\\lambda\\,(t - t_0)}` starts at
+
+    .. math:: t_0 = \\begin{cases} \\texttt{last\\_success\\_at} & \\text{the host trusts
+              its ETag or Last-Modified} \\\\ \\texttt{last\\_known\\_at} &
+              \\text{otherwise (the last full fetch with a hash, or a trusted 304)}
+              \\end{cases}
+
+    Pages without a ``last_known_at`` column (callers that predate it) count from
+    ``last_success_s``.
+    """
+    last_success_s = np.asarray(last_success_s, dtype=float)
+    if "last_known_at" not in pages.columns:
+        return last_success_s
+    trusted = flag(pages, "trust_etag", False) | flag(pages, "trust_lm", False)
+    return np.where(trusted, last_success_s, seconds(pages, "last_known_at"))
+
+
 def seconds(pages, name) -> np.ndarray:
     """Epoch seconds of a timestamp column (NaN where missing or absent), or the column
     itself when it already holds them as numbers: allocate sends timestamps as doubles

@@ -17,6 +17,15 @@ priors of the day, see :func:`estimate_with_priors`).
 Every row also carries the day's per-URL evidence (``EVIDENCE_COLUMNS``) that Spark sums
 per host for the hosts table; those columns are not part of the state contract.
 
+Fingerprint versions: each row stores the ``fingerprint_version`` of its hash (a state
+written before the column reads as :data:`LEGACY_FINGERPRINT_VERSION` where it holds a hash).
+A 2xx whose version differs from the stored one re-bases the hash: it stores the new hash and
+version and confirms the copy (``last_known_at``), but counts neither a change nor a
+no-change, unless a trusted validator compares the two copies
+(:func:`jobs.core.observations.classify_fetch`): the day the fleet upgrades its fingerprint
+is not a day on which every fetched page changed. An audit fetch of another version is not
+scored.
+
 Freshness audit: fetch-log rows with ``lane == 'audit'`` are measurement-only.
 Each one (status 200 with a content hash, for a URL with a stored hash) is scored fresh iff
 its hash equals the stored hash *as of its fetch time* (rows are taken in ``fetched_at``
@@ -54,8 +63,14 @@ LAST_MODIFIED_NOW_S = 2.0
 #: The stored copy's size (bytes of the last 2xx that carried a content hash), what a 304
 #: of it saved.
 SIZE_COLUMN = "content_bytes"
+#: The fingerprint version of the stored ``content_hash`` (docs/fingerprint.md): hashes of
+#: different versions are never compared. Null where no hash is stored.
+VERSION_COLUMN = "fingerprint_version"
+#: The version of a hash stored, or logged, before the version was recorded: the only one
+#: there was (state and fetch logs written before the column, or a null in it).
+LEGACY_FINGERPRINT_VERSION = 1
 STATE_COLUMNS = (BASE_COLUMNS + list(es.STATS_COLUMNS) + list(timing.TIMING_COLUMNS)
-                 + [SIZE_COLUMN])
+                 + [SIZE_COLUMN, VERSION_COLUMN])
 
 
 @dataclass(frozen=True)
@@ -173,6 +188,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     lastmod = state["last_modified"].to_numpy(dtype=object)
     chash = state["content_hash"].to_numpy(dtype=object)
     size = _numbers(state, SIZE_COLUMN)
+    version = _numbers(state, VERSION_COLUMN)
+    version = np.where(np.isnan(version) & ~pd.isna(chash), LEGACY_FINGERPRINT_VERSION, version)
     interval = pd.to_numeric(state["interval_s"]).to_numpy(dtype=float)
     interval = np.where(np.isnan(interval), params.initial_s, interval)
 
@@ -199,6 +216,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     l_lm = http_fields.normalise_http_dates(logs["last_modified"].to_numpy(dtype=object), t_fetch)
     l_hash = logs["content_hash"].to_numpy(dtype=object)
     l_bytes = _numbers(logs, "bytes")
+    l_version = _numbers(logs, VERSION_COLUMN)
+    l_version = np.where(np.isnan(l_version), LEGACY_FINGERPRINT_VERSION, l_version)
     l_trust_etag, l_trust_lm = _col(logs, "trust_etag", False), _col(logs, "trust_lm", False)
     # Only a trusted Last-Modified is ever read as a change time: parse just those.
     l_lm_s = np.full(len(logs), np.nan)
@@ -214,7 +233,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         aud = sel & is_audit
         if aud.any():
             ia, ha = idx[aud], l_hash[aud]
-            scored = (status[aud] == 200) & ~pd.isna(ha) & ~pd.isna(chash[ia])
+            scored = ((status[aud] == 200) & ~pd.isna(ha) & ~pd.isna(chash[ia])
+                      & (l_version[aud] == version[ia]))
             same = np.array([a == b for a, b in zip(ha, chash[ia])], dtype=bool)
             ev["ev_audit_n"][ia] += scored
             ev["ev_audit_fresh"][ia] += scored & same
@@ -230,7 +250,10 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
 
         baseline = ~pd.isna(chash[i]) & ~np.isnan(last_known[i])
         c = ob.classify_fetch(st, l_hash[sel], chash[i], baseline, etag[i], lastmod[i],
-                              l_trust_etag[sel], l_trust_lm[sel])
+                              l_trust_etag[sel], l_trust_lm[sel],
+                              same_version=l_version[sel] == version[i],
+                              new_etag=l_etag[sel], new_lm=l_lm[sel])
+        ev["ev_rebased"][i] += c["rebased"]
         interval_days = (t - last_known[i]) / DAY_S
         # Two fetches at the same instant carry no interval: not an observation.
         observed = c["observed"] & (interval_days > 0)
@@ -301,6 +324,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         upd_ok = i[ok]
         etag[upd_ok], lastmod[upd_ok] = l_etag[sel][ok], l_lm[sel][ok]
         chash[upd_ok] = np.where(pd.isna(l_hash[sel][ok]), chash[upd_ok], l_hash[sel][ok])
+        version[upd_ok] = np.where(pd.isna(l_hash[sel][ok]), version[upd_ok],
+                                   l_version[sel][ok])
         sized = ok & ~pd.isna(l_hash[sel]) & np.isfinite(l_bytes[sel])
         size[i[sized]] = l_bytes[sel][sized]
         nm = i[not_mod]
@@ -338,6 +363,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     for name in timing.TIMING_COLUMNS:
         out[name] = tod[name]
     out[SIZE_COLUMN] = pd.array(np.where(np.isnan(size), None, size), dtype="Int64")
+    out[VERSION_COLUMN] = pd.array(np.where(np.isnan(version), None, version), dtype="Int32")
     if estimate:
         rates = estimate_with_priors(out, level=params.level)
         for name in ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior"):

@@ -51,7 +51,7 @@ from jobs.core.times import epoch_seconds, from_epoch_seconds
 #: Decayed validator evidence kept per host (``ev_*`` names of the per-URL columns).
 VALIDATOR_EVIDENCE = tuple(c for c in EVIDENCE_COLUMNS
                            if c not in ("ev_fetches", "ev_audit_n", "ev_audit_fresh",
-                                        "ev_unchanged", "ev_bytes_saved")
+                                        "ev_unchanged", "ev_bytes_saved", "ev_rebased")
                            and not c.startswith("ev_sig_"))
 SIGNAL_EVIDENCE = ("ev_sig_received", "ev_sig_correct", "ev_sig_wrong")
 CLASSES = ("honest_etag", "honest_lm", "no_validators", "frozen_lm", "volatile_etag",

@@ -95,6 +95,50 @@ def test_p_stale_now_is_one_minus_exp_of_lambda_times_age(planned):
     assert (plan.p_stale_now[p.lane == "discovery"] == 1.0).all()  # no copy yet
 
 
+def test_p_stale_now_counts_from_the_last_confirmed_copy_unless_the_hosts_304s_are_trusted():
+    """A host that answers 304 without its validators being trusted: its 304s move
+    last_success_at but not last_known_at, and P(changed) runs from the latter; a trusted
+    host's 304s are confirmations, so it counts from its last success. The candidate visits'
+    P(changed) follows the same clock."""
+    from tests.core.test_host_plan import ts
+
+    pages = _bucket(seed=3)
+    success = pages.last_success_at.map(lambda t: t.timestamp() if pd.notna(t) else np.nan)
+    known = success - 6 * 86400.0  # the untrusted 304s of the last six days
+    pages["last_known_at"] = ts(known.to_numpy())
+    pages["trust_etag"] = pages.host.isin(["h0.example", "h2.example"])
+    pages["trust_lm"] = False
+    ctx = _ctx("optimal", level=LEVELS[0])
+    out = host_plan.plan_bucket(pages, ctx)
+    visits, plan = _split(out)
+    p = pages.set_index("url").reindex(plan.index)
+    trusted = p.trust_etag.to_numpy(bool)
+    since = np.where(trusted, success.reindex(range(len(pages))).to_numpy(), known.to_numpy())
+    since = pd.Series(since, index=pages.url).reindex(plan.index).to_numpy(float)
+    np.testing.assert_allclose(plan.stale_since_s.to_numpy(float), since, rtol=0, atol=1e-6,
+                               equal_nan=True)
+    age = (W0 - since) / 86400
+    want = np.where(np.isnan(age), 1.0, 1 - np.exp(-np.nan_to_num(p.lambda_hat) * np.nan_to_num(age)))
+    np.testing.assert_allclose(plan.p_stale_now, want, rtol=1e-9)
+    # Untrusted hosts are staler than their last success says; trusted ones unchanged.
+    base = host_plan.plan_bucket(pages.drop(columns="last_known_at"), ctx)
+    _, before = _split(base)
+    live = (p.lane != "discovery").to_numpy() & (p.lambda_hat.fillna(0) > 0).to_numpy()
+    after, prior = plan.p_stale_now[live & ~trusted], before.p_stale_now[live & ~trusted]
+    assert (after >= prior).all() and (after[prior < 0.999] > prior[prior < 0.999]).all()
+    np.testing.assert_allclose(plan.p_stale_now[trusted], before.p_stale_now[trusted], rtol=1e-12)
+    # A refresh visit's P(changed) at its due time counts from the same instant.
+    first = visits[visits.lane == "refresh"].sort_values("due_s").drop_duplicates("url")
+    f = first.set_index("url")
+    t0 = plan.stale_since_s.reindex(f.index).to_numpy(float)
+    lam = plan.lambda_hat.reindex(f.index).to_numpy(float)
+    sig = p.pending_signal_at.reindex(f.index).notna().to_numpy()
+    ok = ~np.isnan(t0) & ~sig
+    np.testing.assert_allclose(f.p_changed.to_numpy(float)[ok],
+                               -np.expm1(-lam[ok] * np.maximum(f.due_s.to_numpy(float)[ok] - t0[ok], 0)
+                                         / 86400), rtol=1e-9, atol=1e-12)
+
+
 def test_plan_rows_of_a_bucket_are_those_of_its_hosts(planned):
     pages, ctx, whole = planned
     parts = pd.concat(_by_host(pages, lambda g: host_plan.plan_bucket(g, ctx)), ignore_index=True)

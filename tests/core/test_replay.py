@@ -154,7 +154,8 @@ def test_replay_equals_the_daily_loop(params, n_buckets):
             "fetches_folded": int(folded["ev_fetches"].sum()),
             "fetches_304": int(folded["ev_304"].sum()),
             "fetches_unchanged": int(folded["ev_unchanged"].sum()),
-            "bytes_saved_304": int(folded["ev_bytes_saved"].sum())}, d
+            "bytes_saved_304": int(folded["ev_bytes_saved"].sum()),
+            "fetches_rebased": int(folded["ev_rebased"].sum())}, d
         stale = got["stale"][got["stale"]["dt"] == d]
         assert sorted(stale["url"]) == sorted(set(daily[d]["stale"]["url"])), d
     # The web exercises what makes days depend on each other.

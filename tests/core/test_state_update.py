@@ -308,3 +308,92 @@ def test_a_url_nobody_fetched_keeps_its_row_bit_for_bit_but_decay_and_estimates(
     got = prev.set_index("url")["last_fetch_at"]
     for u, t, *_ in rows[100:]:
         assert got[u] == pd.Timestamp(t)
+
+
+def test_a_day_half_the_fleet_upgrades_its_fingerprint_is_no_day_of_changes():
+    """Twenty pages, all hashed with version 1 on day 1. On day 2 the even pages are fetched
+    by upgraded fetchers (version 2: every hash differs), the odd ones by old fetchers.
+    Pages 0-3 changed for real on day 2; pages 0 and 1 are on a host whose ETag is trusted
+    (it moves with the content), the others on a host that trusts nothing."""
+    n = 20
+    urls = [f"https://h{i % 2}.example/p{i}" for i in range(n)]
+    trusted = np.array([i in (0, 1) or i >= 4 and i < 8 for i in range(n)])  # host of 0,1,4-7
+    real_change = np.arange(n) < 4
+    day1 = pd.DataFrame({
+        "url": urls, "host": "h.example", "fetched_at": pd.Timestamp("2026-11-01T00:00Z"),
+        "status": 200, "etag": [f'"e{i}"' for i in range(n)], "last_modified": None,
+        "content_hash": [f"v1-{i}" for i in range(n)], "trust_etag": trusted,
+        "trust_lm": False})
+    s1 = fold_day(empty_state(), day1.drop(columns=[]), "2026-11-01")
+    assert (s1["fingerprint_version"] == 1).all()  # absent in the logs: the legacy version
+    upgraded = np.arange(n) % 2 == 0
+    content = [f"c{i}" + ("-new" if real_change[i] else "") for i in range(n)]
+    day2 = day1.assign(
+        fetched_at=pd.Timestamp("2026-11-02T00:00Z"),
+        fingerprint_version=np.where(upgraded, 2, 1).astype(np.int32),
+        content_hash=[(f"v2-{c}" if up else (f"v1-{i}" + ("-new" if real_change[i] else "")))
+                      for i, (c, up) in enumerate(zip(content, upgraded))],
+        etag=[f'"e{i}"' + ("-new" if real_change[i] else "") for i in range(n)])
+    s2 = fold_day(s1, day2, "2026-11-02").set_index("url")
+    up = pd.Series(upgraded, index=urls)
+    chg = pd.Series(real_change, index=urls)
+    tr = pd.Series(trusted, index=urls)
+    # Upgraded pages: the hash re-based (stored with its version), no false change.
+    assert (s2.loc[up, "fingerprint_version"] == 2).all()
+    assert (s2.loc[~up, "fingerprint_version"] == 1).all()
+    assert (s2.loc[up, "content_hash"].str.startswith("v2-")).all()
+    assert s2.loc[up & ~chg, "n_changes"].sum() == 0
+    assert s2["ev_rebased"].sum() == int(upgraded.sum())
+    # An upgraded page on an untrusted host: neither a change nor a no-change, but its copy
+    # is confirmed now (the next observation's interval starts here).
+    blind = up & ~tr
+    assert (s2.loc[blind, "n_observations"] == 0).all()
+    assert (s2.loc[blind, "last_known_at"] == pd.Timestamp("2026-11-02T00:00Z")).all()
+    assert (s2.loc[blind, "interval_s"] == s1.set_index("url").loc[blind, "interval_s"]).all()
+    # An upgraded page on a trusted-ETag host is judged by its validator: the one that
+    # changed for real (page 0) is a change, the unchanged ones (4, 6) are not.
+    judged = up & tr
+    assert s2.loc[judged, "n_observations"].tolist() == [1] * int(judged.sum())
+    assert s2.loc[judged & chg].index.tolist() == [urls[0]]
+    assert s2.loc[judged & chg, "n_changes"].tolist() == [1]
+    assert s2.loc[judged & ~chg, "n_changes"].sum() == 0
+    # Not-upgraded pages compare hashes as before: pages 1 and 3 changed, the rest did not.
+    assert s2.loc[~up, "n_observations"].tolist() == [1] * int((~up).sum())
+    assert sorted(s2.index[~up & (s2["n_changes"] == 1)]) == sorted([urls[1], urls[3]])
+    # Re-based fetches are no validator evidence (hashes were not compared).
+    assert s2.loc[up, "ev_compared"].sum() == 0
+    assert s2.loc[~up, "ev_compared"].sum() == int((~up).sum())
+    # The next day, version 2 against version 2: hashes compare again.
+    day3 = day2.assign(fetched_at=pd.Timestamp("2026-11-03T00:00Z"),
+                       fingerprint_version=np.int32(2),
+                       content_hash=[f"v2-{c}" for c in content])
+    s3 = fold_day(s2.reset_index(), day3, "2026-11-03").set_index("url")
+    # Odd pages re-base today (their fetchers upgraded), even ones compare and are unchanged.
+    assert (s3.loc[up, "n_changes"] == s2.loc[up, "n_changes"]).all()
+    assert (s3.loc[up, "ev_compared"] == 1).all() and (s3.loc[~up, "ev_rebased"] == 1).all()
+    assert (s3["fingerprint_version"] == 2).all()
+
+
+def test_a_state_written_before_the_fingerprint_version_reads_as_version_one():
+    day1 = logs([("u", "2026-11-01T00:00Z", 200, '"a"', None, "h1")])
+    s1 = fold_day(empty_state(), day1, "2026-11-01")
+    old = s1.drop(columns="fingerprint_version").assign(fingerprint_version=None)
+    same = logs([("u", "2026-11-02T00:00Z", 200, '"a"', None, "h1")]).assign(
+        fingerprint_version=1)
+    s2 = fold_day(old, same, "2026-11-02")
+    assert s2.n_observations[0] == 1 and s2.n_changes[0] == 0 and s2.ev_rebased[0] == 0
+    bumped = same.assign(fingerprint_version=2, content_hash="h1-v2")
+    s2b = fold_day(old, bumped, "2026-11-02")
+    assert s2b.n_observations[0] == 1 and s2b.n_changes[0] == 0  # the trusted ETag says same
+    assert s2b.ev_rebased[0] == 1 and s2b.fingerprint_version[0] == 2
+
+
+def test_an_audit_of_another_fingerprint_version_is_not_scored():
+    day1 = logs([("u", "2026-11-01T00:00Z", 200, '"a"', None, "h1")])
+    s1 = fold_day(empty_state(), day1, "2026-11-01")
+    audit = logs([("u", "2026-11-02T00:00Z", 200, '"a"', None, "h1-v2")]).assign(
+        lane="audit", fingerprint_version=2)
+    s2 = fold_day(s1, audit, "2026-11-02")
+    assert s2.ev_audit_n[0] == 0 and s2.content_hash[0] == "h1"
+    same = audit.assign(fingerprint_version=1, content_hash="h1")
+    assert fold_day(s1, same, "2026-11-02").ev_audit_fresh[0] == 1

@@ -283,7 +283,7 @@ def test_writer_refuses_missing_required_columns(tmp_path):
     FetchLogWriter(str(tmp_path)).write(optional)  # optional columns may be absent
 
 
-# ----- ingest: one fingerprint version per day -----------------------------------------------
+# ----- ingest: fingerprint versions of a day ------------------------------------------------
 def _legacy_file(path: Path, n: int = 2, statistics: bool = True) -> None:
     """A fetch-log file as written before fingerprint_version existed."""
     schema = schemas.FETCH_LOG.arrow_schema()
@@ -305,16 +305,21 @@ def test_a_day_of_one_version_passes_and_legacy_files_count_as_version_1(tmp_pat
 
 
 @pytest.mark.parametrize("other", ["writer v2", "legacy"])
-def test_a_day_mixing_versions_is_refused_by_name(tmp_path, other):
+def test_a_day_mixing_versions_is_read_and_a_producer_check_names_them(tmp_path, other):
+    """The fold compares each fetch with the stored hash of its own version, so ingest takes
+    a day that mixes versions (half the fleet upgraded); check_fingerprint_versions is the
+    producer's own check of files that must hold one version."""
     _write(tmp_path, 2, "new")
     if other == "legacy":
         _legacy_file(tmp_path / "old.parquet")
     else:
         _write(tmp_path, 1, "old")
+    footers = ingest.checked_footers(schemas.FETCH_LOG, str(tmp_path), True)
+    assert len(footers) == 2
     with pytest.raises(ingest.MixedFingerprintVersions, match="version 1.*version 2") as caught:
-        ingest.checked_footers(schemas.FETCH_LOG, str(tmp_path), True)
+        ingest.check_fingerprint_versions(str(tmp_path), footers)
     assert caught.value.column == "fingerprint_version" and set(caught.value.versions) == {1, 2}
-    assert isinstance(caught.value, schemas.SchemaError)  # validate_logs fails the day on it
+    assert isinstance(caught.value, schemas.SchemaError)
 
 
 @pytest.mark.parametrize("statistics", [True, False])
@@ -323,8 +328,9 @@ def test_versions_mixed_inside_one_file_are_found_with_or_without_statistics(tmp
             for i, v in enumerate([1, 1, None, 2])]
     pq.write_table(pa.Table.from_pylist(rows, schema=schemas.FETCH_LOG.arrow_schema()),
                    tmp_path / "part.parquet", write_statistics=statistics)
+    footers = ingest.checked_footers(schemas.FETCH_LOG, str(tmp_path), True)
     with pytest.raises(ingest.MixedFingerprintVersions):
-        ingest.checked_footers(schemas.FETCH_LOG, str(tmp_path), True)
+        ingest.check_fingerprint_versions(str(tmp_path), footers)
     rows = [dict(r, fingerprint_version=3) for r in rows]
     pq.write_table(pa.Table.from_pylist(rows, schema=schemas.FETCH_LOG.arrow_schema()),
                    tmp_path / "part.parquet", write_statistics=statistics)

@@ -115,7 +115,8 @@ def test_explain_text_names_rate_reason_slots_and_fetches(capsys, pipeline):
     print(out, file=__import__("sys").stderr)  # shown with -s / on failure: the report's sample
     assert out.startswith(url)
     for needle in ("lambda_hat", "90% interval", "validator class", "planned rate", "reason: ",
-                   "host cap", "p_stale_now", f"Schedule {schedule_date(D)} (published",
+                   "host cap", "p_stale_now", "P(changed since the last ",
+                   f"Schedule {schedule_date(D)} (published",
                    "served-rate limit",
                    "Fetches 2026-11-27 .. 2026-11-29"):
         assert needle in out, needle
@@ -182,3 +183,21 @@ def test_published_schedule_without_credentials_is_a_named_error_not_a_traceback
                       "publish.endpoint_url=https://s3.storage.invalid")
     with pytest.raises(partitions.MissingPartitionError, match="NoCredentialsError.*--schedule staging"):
         explain.schedule_slots(cfg, "2026-11-29", "https://h.example/p", "h.example", "published")
+
+
+def test_explain_says_which_instant_p_stale_now_counted_from():
+    """The plan's stale_since_at is the last confirmed copy unless the host's 304s are
+    trusted (jobs.core.plan_work.stale_since); a plan written before the column counted from
+    the last success."""
+    from jobs.explain import _stale_since_text
+
+    at = pd.Timestamp("2026-11-28T06:00Z")
+    plan = {"stale_since_at": at, "last_success_at": pd.Timestamp("2026-11-29T01:00Z")}
+    untrusted = _stale_since_text(plan, {"trust_etag": False, "trust_lm": False})
+    assert untrusted.startswith("the last confirmed copy 2026-11-28 06:00:00 UTC")
+    assert "304s are not trusted" in untrusted
+    assert "the last confirmed copy" in _stale_since_text(plan, None)  # no host row: untrusted
+    trusted = _stale_since_text(plan, {"trust_etag": False, "trust_lm": True})
+    assert trusted.startswith("the last success 2026-11-28 06:00:00 UTC") and "trusted" in trusted
+    old = _stale_since_text({"last_success_at": plan["last_success_at"]}, None)
+    assert old == "the last success 2026-11-29 01:00:00 UTC"

@@ -84,8 +84,10 @@ def build_root(root: str) -> dict:
                                                     "build_schedule"))
         out = host_plan.plan_bucket(_bucket(seed=i), _ctx("optimal", level=LEVELS[0]))
         plan = out[out.reason.notna()].infer_objects().reset_index(drop=True)
-        plan["last_success_at"] = pd.to_datetime(
-            np.round(plan.last_success_s.to_numpy(float) * 1e6), unit="us", utc=True)
+        from tests.core.test_host_plan import ts  # NaN-safe: NaT where no copy
+
+        for at, secs in (("last_success_at", "last_success_s"), ("stale_since_at", "stale_since_s")):
+            plan[at] = ts(plan[secs].to_numpy(float)).to_numpy()
         table = pa.Table.from_pandas(plan[schemas.PLAN.names], preserve_index=False)
         os.makedirs(os.path.join(root, "plan", f"dt={day}"))
         pq.write_table(table.cast(schemas.PLAN.arrow_schema()),

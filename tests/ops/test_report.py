@@ -275,6 +275,16 @@ def test_missing_days_are_said_on_the_page_not_left_blank():
     assert ">n/a</text>" in svg and svg.count("<rect") == 1 + 1  # legend box + one bar
 
 
+def test_input_warnings_of_the_run_records_are_on_the_page_once_each():
+    stale = f"importance: the latest committed snapshot is dt=2026-11-01 {HOSTILE}"
+    warnings = dr.input_warnings([{"warnings": [stale]}, {"warnings": [stale, "b"]}, {}])
+    assert warnings == [stale, "b"]
+    page = render(_doc(warnings=warnings))
+    assert "Input warnings" in page and page.count(esc(stale)) == 1 and HOSTILE not in page
+    assert "Input warnings" not in render(_doc(warnings=[]))
+    assert "Input warnings" not in render(_doc())  # a doc built before the key
+
+
 def test_a_day_without_audit_fetches_is_flagged():
     doc = _doc()
     doc["freshness"].loc[2, "audit"] = np.nan
@@ -337,6 +347,7 @@ def test_build_reads_committed_partitions_and_marks_missing_days(hand_root):
         {"source": "fetch_logs", "reason": "bad_url", "rows": 2},
         {"source": "fetch_logs", "reason": "null_url", "rows": 1}]
     assert doc["forecast"]["days"] == 1 and doc["lanes"].iloc[-1]["unused"] == 10
+    assert doc["warnings"] == []  # the run records have none
 
 
 def test_missing_partition_of_the_date_itself_is_a_named_error(hand_root, tmp_path, capsys):

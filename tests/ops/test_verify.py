@@ -207,6 +207,35 @@ def test_verify_passes_a_gap_of_exactly_the_delay_and_reads_the_recorded_host_po
     assert result.previous_date == DATE and result.midnight_hosts_checked == 5
 
 
+def test_verify_reads_the_host_policy_snapshot_of_the_run_that_planned_the_day(tmp_path):
+    """Dated host_policy snapshots: the day NEXT was planned by the run of DATE, which read
+    the latest committed snapshot dated on or before DATE; a later snapshot and an
+    uncommitted one are not what the planner used."""
+    from jobs import partitions
+    from jobs.paths import shift_day
+
+    root = tmp_path / "root"
+    dirs = {}
+    for dt, delay, commit in ((shift_day(DATE, -3), 20.0, True), (shift_day(DATE, -1), 45.0, False),
+                              (NEXT, 60.0, True)):
+        d = dirs[delay] = root / "host_policy" / f"dt={dt}"
+        d.mkdir(parents=True)
+        pd.DataFrame({"host": ["h1.example.org"], "crawl_delay_s": [delay],
+                      "max_fetches_per_day": [None]}).to_parquet(d / "part-0.parquet")
+        if commit:
+            partitions.commit_files(str(d), "host_policy", [str(d / "part-0.parquet")])
+    today, nxt = _two_days(86400 - 30, 0)
+    target = _publish_local(tmp_path, today, DATE, _config(600.0, str(root)))
+    _publish_local(tmp_path, nxt, NEXT, _config(600.0, str(root)))
+    # 30 s apart: the 20 s of the snapshot the run of DATE read (45 s: not committed; 60 s:
+    # dated after the run).
+    assert verify(target, NEXT).midnight_hosts_checked == 5
+    d = dirs[45.0]
+    partitions.commit_files(str(d), "host_policy", [str(d / "part-0.parquet")])
+    with pytest.raises(VerificationError, match=r"less than its crawl delay 45.0s"):
+        verify(target, NEXT)
+
+
 def test_verify_fails_when_the_gap_cannot_be_checked(tmp_path):
     today, nxt = _two_days(86400 - 600, 0)
     target = _publish_local(tmp_path, today, DATE)

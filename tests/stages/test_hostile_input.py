@@ -241,7 +241,7 @@ def test_host_policy_hosts_are_normalised_and_delays_bounded(spark, tmp_path):
         "crawl_delay_s": pa.array([d for _, d, _ in rows], pa.float64(), from_pandas=False),
         "max_fetches_per_day": pa.array([m for _, _, m in rows], pa.int64())})
     cfg = make_config(root)
-    clean, bad = ingest.read_host_policy(spark, cfg)
+    clean, bad = ingest.read_host_policy(spark, cfg, "2026-11-01")  # flat: any date
     got = {r.host: (r.crawl_delay_s, r.max_fetches_per_day) for r in clean.collect()}
     assert got == {"h.example.com": (30.0, 50), "xn--bcher-kva.example": (5.0, None),
                    "tiny.example": (cfg.politeness.min_crawl_delay_s, None),
@@ -249,7 +249,7 @@ def test_host_policy_hosts_are_normalised_and_delays_bounded(spark, tmp_path):
     assert {json.loads(r.row_json)["host"]: r.reason for r in bad.collect()} == {
         "inf.example": "bad_crawl_delay", "nan.example": "bad_crawl_delay",
         "exa mple.com": "bad_host"}
-    assert ingest.crawl_delay_figures(spark, cfg) == {"crawl_delay_raised": 1,
+    assert ingest.crawl_delay_figures(spark, cfg, "2026-11-01") == {"crawl_delay_raised": 1,
                                                       "crawl_delay_lowered": 1}
 
 
