@@ -21,7 +21,7 @@ import pandas as pd
 
 from lab.backtest.loop import POLICIES, BacktestSpec, prepare_history, run_policy, spec_dict
 from lab.backtest.report import kind_text, write_report
-from lab.sim.params import web_overrides
+from lab.sim.params import WEB_FAMILY, family_web, web_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--web", action="append", default=[], metavar="NAME=VALUE",
                     help="synthetic-web parameter (lab.sim.params.WebParams), e.g. "
                          "quota_host_share=0.1 (hidden host health); repeatable")
+    ap.add_argument("--web-family", default=None, choices=sorted(WEB_FAMILY),
+                    help="a named web of the family (lab.sim.params.WEB_FAMILY); --web "
+                         "settings given too override its own")
     args = ap.parse_args(argv)
+    if args.web_family:
+        args.web = [*family_web(args.web_family), *args.web]
     web_overrides(args.web)  # a typo fails here, before any work
     return args
 
