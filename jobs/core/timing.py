@@ -97,6 +97,18 @@ a week or two apart are enough, where its own evidence would need five, five wee
 reads Last-Modified as a plain change bit for every URL the planner may time this way
 (:func:`last_modified_is_change_bit`).
 
+**Page-level rhythm.** Pages of one host may keep their own hours, not the host's. A
+candidate the host's phase does not time is timed at its own hour when the log prior odds
+that a URL of its host is a publisher, :math:`\log\frac{a+1}{j-a+1}` (a anchors, j URLs with
+enough evidence to be judged), plus the log Bayes factor of von Mises changes with unknown
+mean against uniform times, :math:`\log I_0(\kappa_w R) - n\log I_0(\kappa_w)` (R the resultant
+length of its changes: the von Mises density, Mardia & Jupp 2000, §3.5, integrated over
+the mean with Abramowitz & Stegun 9.6.16), reach ``host_min_log_odds``; κ_w is how
+tightly the host's anchors keep their own hours (:func:`_host_hours`). A URL timed through
+its host either way gets as phase the posterior mean direction of its hour
+(:func:`_posterior_phase`): shrunk toward the anchors' mean hour as much as the anchors'
+hours agree (κ₀) and its own changes are few.
+
 **Placement.** A timed page visited once every k ≥ 1 periods is next visited at the first
 instant ``phase + lag`` after its last fetch plus k − 1 periods (:func:`next_phase_after`), where
 ``lag = visit_lag_s`` + two circular standard deviations: for k = 1 the first change time after
@@ -443,8 +455,8 @@ MIN_PAGE_SPREAD_S = 300.0
 
 def _a1_inverse(r):
     r""":math:`A_1^{-1}(\bar R)`, the von Mises concentration whose mean resultant length is
-    :math:`\bar R` (Fisher, *Statistical Analysis of Circular Data*, 1993, eq. 4.40; Mardia &
-    Jupp 2000, §5.3)."""
+    :math:`\bar R` (the standard piecewise approximation: Fisher, *Statistical Analysis of
+    Circular Data*, 1993, ch. 4; Mardia & Jupp 2000, §5.3)."""
     r = np.clip(np.asarray(r, dtype=float), 0.0, 1.0 - 1e-9)
     high = np.maximum(r, 0.85)
     return np.where(r < 0.53, 2 * r + r ** 3 + 5 * r ** 5 / 6,
