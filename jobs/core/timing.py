@@ -103,7 +103,8 @@ that a URL of its host is a publisher, :math:`\log\frac{a+1}{j-a+1}` (a anchors,
 enough evidence to be judged), plus the log Bayes factor of von Mises changes with unknown
 mean against uniform times, :math:`\log I_0(\kappa_w R) - n\log I_0(\kappa_w)` (R the resultant
 length of its changes: the von Mises density, Mardia & Jupp 2000, §3.5, integrated over
-the mean with Abramowitz & Stegun 9.6.16), reach ``host_min_log_odds``; κ_w is how
+the mean with Abramowitz & Stegun 9.6.16), reach :data:`PAGE_MIN_LOG_ODDS` (log 10: posterior
+odds, the prior being in them); κ_w is how
 tightly the host's anchors keep their own hours (:func:`_host_hours`). A URL timed through
 its host either way gets as phase the posterior mean direction of its hour
 (:func:`_posterior_phase`): shrunk toward the anchors' mean hour as much as the anchors'
@@ -432,7 +433,7 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
                                                          ok, lam_v, params)
     kw = kappa_w[h]
     log_bf = _log_i0(kw * np.hypot(cos[rows], sin[rows])) - n[rows] * _log_i0(kw)
-    take_page = ~take_host & (log_prior[h] + log_bf >= params.host_min_log_odds)
+    take_page = ~take_host & (log_prior[h] + log_bf >= PAGE_MIN_LOG_ODDS)
     keep = take_host | take_page
     take, h, kw, take_host = rows[keep], h[keep], kw[keep], take_host[keep]
     if not len(take):
@@ -448,6 +449,10 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     return Rhythm(period, phase, spread)
 
 
+#: Posterior log odds (the host's prior included) at which the page-level test times a URL at
+#: its own hour: 10 to 1. A wrong one costs little (one visit a day at most, refuted by the
+#: first change away from its phase); a missed publisher its periodic value.
+PAGE_MIN_LOG_ODDS = float(np.log(10.0))
 #: The least day-to-day circular sd (seconds) the page-level test assumes of a host's
 #: publishers: a tighter one would let two changes a few seconds apart time a page alone.
 MIN_PAGE_SPREAD_S = 300.0
