@@ -9,7 +9,8 @@ Each ``--run LABEL=DIR`` is a backtest report directory (``lab.backtest --out``)
 ``optimal`` pages (``data/pages.parquet``) are scored per page kind against the ``oracle`` pages
 of ``--oracle`` (same web, seed and history, so the same oracle: the oracle runs with timing
 and probes off, which is what lets a run of ``optimal`` alone be compared with it). Prints, per
-label: importance-weighted freshness ÷ the oracle's overall and per kind, visits a day, and the
+label: importance-weighted freshness ÷ the oracle's overall and per kind, visits a day (all and
+per kind), and the
 run's politeness violations and budget overrun (``data/metrics.parquet``).
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lab.backtest.report import KINDS, kind_freshness
+from lab.backtest.report import KINDS, kind_freshness, page_kinds
 
 KEYS = ("politeness_gap_violations", "politeness_cap_violations", "budget_overrun")
 
@@ -36,6 +37,13 @@ def metrics(report: str, policy: str) -> dict:
     return {k: int(m[k].sum()) for k in KEYS if k in m}
 
 
+def visits(df: pd.DataFrame) -> dict:
+    """Visits a day, all pages and per kind (mean over seeds)."""
+    per = df["visits_per_day"].groupby(page_kinds(df)).sum() / df["seed"].nunique()
+    return {"visits/day": round(float(per.sum()), 1),
+            **{f"v/day {k}": round(float(per.get(k, 0.0)), 1) for k in KINDS}}
+
+
 def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal") -> pd.DataFrame:
     oracle = pages(oracle_dir, "oracle")
     rows = []
@@ -43,16 +51,14 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal")
         mine = pages(report, policy)
         k = kind_freshness(pd.concat([mine, oracle], ignore_index=True))
         k = k[k["policy"] == policy].groupby("kind")[["freshness_weighted_vs_oracle"]].mean()
-        row = {"run": label, "visits/day": round(mine["visits_per_day"].sum()
-                                                 / mine["seed"].nunique(), 1)}
+        row = {"run": label}
         for kind in ("all", *KINDS):
             if kind in k.index:
                 row[kind] = round(float(k.loc[kind, "freshness_weighted_vs_oracle"]), 3)
+        row.update(visits(mine))
         row.update(metrics(report, policy))
         rows.append(row)
-    base = {"run": "oracle", "visits/day": round(oracle["visits_per_day"].sum()
-                                                 / oracle["seed"].nunique(), 1)}
-    return pd.DataFrame([*rows, base])
+    return pd.DataFrame([*rows, {"run": "oracle", **visits(oracle)}])
 
 
 def main(argv=None) -> int:

@@ -30,3 +30,4 @@ def test_ratios_per_kind_against_the_other_runs_oracle(tmp_path):
     assert t.loc["after", "poisson"] == 1.0 and t.loc["after", "front"] == 1.0
     assert t.loc["after", "all"] == round(22 / 18, 3)
     assert t.loc["after", "visits/day"] == 2.0 and t.loc["after", "budget_overrun"] == 0
+    assert t.loc["after", "v/day daily"] == 1.0 and t.loc["oracle", "v/day front"] == 0.5
