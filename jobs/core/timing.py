@@ -97,6 +97,19 @@ a week or two apart are enough, where its own evidence would need five, five wee
 reads Last-Modified as a plain change bit for every URL the planner may time this way
 (:func:`last_modified_is_change_bit`).
 
+**Page-level rhythm.** Pages of one host may keep their own hours, not the host's. A
+candidate the host's phase does not time is timed at its own hour when the log prior odds
+that a URL of its host is a publisher, :math:`\log\frac{a+1}{j-a+1}` (a anchors, j URLs with
+enough evidence to be judged), plus the log Bayes factor of von Mises changes with unknown
+mean against uniform times, :math:`\log I_0(\kappa_w R) - n\log I_0(\kappa_w)` (R the resultant
+length of its changes: the von Mises density, Mardia & Jupp 2000, §3.5, integrated over
+the mean with Abramowitz & Stegun 9.6.16), reach :data:`PAGE_MIN_LOG_ODDS` (log 10: posterior
+odds, the prior being in them); κ_w is how
+tightly the host's anchors keep their own hours (:func:`_host_hours`). A URL timed through
+its host either way gets as phase the posterior mean direction of its hour
+(:func:`_posterior_phase`): shrunk toward the anchors' mean hour as much as the anchors'
+hours agree (κ₀) and its own changes are few.
+
 **Placement.** A timed page visited once every k ≥ 1 periods is next visited at the first
 instant ``phase + lag`` after its last fetch plus k − 1 periods (:func:`next_phase_after`), where
 ``lag = visit_lag_s`` + two circular standard deviations: for k = 1 the first change time after
@@ -372,15 +385,19 @@ def _sd_s(r, period_s):
 
 def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
                   eligible=None) -> Rhythm:
-    r""":func:`rhythm`, plus the day rhythm of URLs whose few dated changes sit at their host's
-    phase (module notes, "Shrinkage to the host"). ``codes[i]`` is row i's host, 0..n_hosts-1.
+    r""":func:`rhythm`, plus the day rhythm of URLs with few dated changes timed through their
+    host: at the host's phase (module notes, "Shrinkage to the host") or at their own hour when
+    the host's publishers keep their own hours ("Page-level rhythm"). ``codes[i]`` is row i's
+    host, 0..n_hosts-1.
 
     A URL timed by its own evidence keeps its own rhythm; a URL timed through its host gets
-    period one day and its own mean direction on the day as phase, or period one week and its
-    own direction on the week when its dated changes all fell on one weekday and its rate is
-    about one change a week (:func:`_on_one_weekday`); its spread is the host pool's circular
-    sd. Rows where ``eligible`` is false (the planner's fast lane: module notes,
-    "Fetch-locking") are never timed and lend their host nothing.
+    period one day and as phase its own mean direction shrunk toward the host's
+    (:func:`_posterior_phase`), or period one week and its own direction on the week when its
+    dated changes all fell on one weekday and its rate is about one change a week
+    (:func:`_on_one_weekday`); its spread is the host pool's circular sd (at the host's
+    phase) or its publishers' own day-to-day sd (page-level). Rows where ``eligible`` is false
+    (the planner's fast lane: module notes, "Fetch-locking") are never timed and lend their
+    host nothing.
     """
     ok = np.ones(len(sums["tod_n"]), bool) if eligible is None else np.asarray(eligible, bool)
     own = rhythm(sums, params, lam)
@@ -392,31 +409,105 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     if not cand.any() or not anchor.any():
         return own
     codes = np.asarray(codes, dtype=np.int64)
-    pool_n = np.bincount(codes, weights=np.where(anchor, n, 0.0), minlength=n_hosts)
-    pool_c = np.bincount(codes, weights=np.where(anchor, cos, 0.0), minlength=n_hosts)
-    pool_s = np.bincount(codes, weights=np.where(anchor, sin, 0.0), minlength=n_hosts)
+    lam_v = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
+
+    def per_host(values):
+        return np.bincount(codes, weights=np.where(anchor, values, 0.0), minlength=n_hosts)
+
+    pool_n, pool_c, pool_s = per_host(n), per_host(cos), per_host(sin)
     pool_r = np.hypot(pool_c, pool_s) / np.where(pool_n > 0, pool_n, 1.0)
     has_phase = (pool_n > 0) & (pool_r >= params.min_concentration)
     mu = np.arctan2(pool_s, pool_c)
     sd_h = _sd_rad(pool_r)
     floor = 2 * np.pi * params.host_min_spread_s / DAY_S
     kappa = 1.0 / np.maximum(sd_h, floor) ** 2
-    cand &= has_phase[codes]
-    if not cand.any():
+    # The host phase test (V-test at the host's phase) ...
+    rows = np.flatnonzero(cand)
+    h = codes[rows]
+    at_host = has_phase[h]
+    k = kappa[h]
+    agreement = cos[rows] * np.cos(mu[h]) + sin[rows] * np.sin(mu[h])
+    take_host = at_host & (k * agreement - n[rows] * _log_i0(k) >= params.host_min_log_odds)
+    # ... and the page-level test: the page's own hour, with the host's prior (module notes).
+    between_mu, kappa0, kappa_w, log_prior = _host_hours(codes, n_hosts, anchor, n, cos, sin,
+                                                         ok, lam_v, params)
+    kw = kappa_w[h]
+    log_bf = _log_i0(kw * np.hypot(cos[rows], sin[rows])) - n[rows] * _log_i0(kw)
+    take_page = ~take_host & (log_prior[h] + log_bf >= PAGE_MIN_LOG_ODDS)
+    keep = take_host | take_page
+    take, h, kw, take_host = rows[keep], h[keep], kw[keep], take_host[keep]
+    if not len(take):
         return own
-    k = kappa[codes[cand]]
-    agreement = cos[cand] * np.cos(mu[codes[cand]]) + sin[cand] * np.sin(mu[codes[cand]])
-    log_odds = k * agreement - n[cand] * _log_i0(k)
-    take = np.flatnonzero(cand)[log_odds >= params.host_min_log_odds]
     period, phase, spread = own.period_s.copy(), own.phase_s.copy(), own.spread_s.copy()
-    weekly = _on_one_weekday(sums, take, n, np.nan_to_num(np.asarray(lam, float) * np.ones(len(n))),
-                             params)
+    weekly = _on_one_weekday(sums, take, n, lam_v, params)
     week_angle = np.mod(np.arctan2(sums["tow_sin"][take], sums["tow_cos"][take]), 2 * np.pi)
-    day_angle = np.mod(np.arctan2(sin[take], cos[take]), 2 * np.pi)
+    day_angle = _posterior_phase(kappa0[h], between_mu[h], kw, cos[take], sin[take])
     period[take] = np.where(weekly, WEEK_S, DAY_S)
     phase[take] = np.where(weekly, week_angle / (2 * np.pi) * WEEK_S, day_angle / (2 * np.pi) * DAY_S)
-    spread[take] = sd_h[codes[take]] / (2 * np.pi) * DAY_S  # sd_h is in radians already
+    # sd_h and the publishers' own sd are in radians already
+    spread[take] = np.where(take_host, sd_h[h], 1.0 / np.sqrt(kw)) / (2 * np.pi) * DAY_S
     return Rhythm(period, phase, spread)
+
+
+#: Posterior log odds (the host's prior included) at which the page-level test times a URL at
+#: its own hour: 10 to 1. A wrong one costs little (one visit a day at most, refuted by the
+#: first change away from its phase); a missed publisher its periodic value.
+PAGE_MIN_LOG_ODDS = float(np.log(10.0))
+#: The least day-to-day circular sd (seconds) the page-level test assumes of a host's
+#: publishers: a tighter one would let two changes a few seconds apart time a page alone.
+MIN_PAGE_SPREAD_S = 300.0
+
+
+def _a1_inverse(r):
+    r""":math:`A_1^{-1}(\bar R)`, the von Mises concentration whose mean resultant length is
+    :math:`\bar R` (the standard piecewise approximation: Fisher, *Statistical Analysis of
+    Circular Data*, 1993, ch. 4; Mardia & Jupp 2000, §5.3)."""
+    r = np.clip(np.asarray(r, dtype=float), 0.0, 1.0 - 1e-9)
+    high = np.maximum(r, 0.85)
+    return np.where(r < 0.53, 2 * r + r ** 3 + 5 * r ** 5 / 6,
+                    np.where(r < 0.85, -0.4 + 1.39 * r + 0.43 / (1 - r),
+                             1.0 / (high ** 3 - 4 * high ** 2 + 3 * high)))
+
+
+def _host_hours(codes, n_hosts, anchor, n, cos, sin, ok, lam, params: TimingParams):
+    r"""What a host's anchors say about the hours of its publishers (module notes,
+    "Page-level rhythm"), per host: the mean direction :math:`\mu_b` of the anchors' own
+    hours (one vote each) and the concentration :math:`\kappa_0` of those hours around it
+    (from the unbiased :math:`\hat\rho^2 = \frac{m}{m-1}(\bar R_b^2 - \frac1m)` of m anchors:
+    0 for one anchor); the concentration :math:`\kappa_w` of a publisher's changes around its
+    own hour (the anchors' pooled within-page :math:`\bar R_w`, sd at least
+    ``MIN_PAGE_SPREAD_S``); and the log prior odds that a URL with day evidence publishes at a
+    fixed hour: anchors against the other URLs of the host whose evidence could have made them
+    anchors, with a Laplace prior."""
+    def count(mask, values=1.0):
+        return np.bincount(codes, weights=np.where(mask, values, 0.0), minlength=n_hosts)
+
+    ang = np.arctan2(sin, cos)
+    m = count(anchor)
+    bc, bs = count(anchor, np.cos(ang)), count(anchor, np.sin(ang))
+    safe_m = np.where(m > 0, m, 1.0)
+    rho2 = np.where(m >= 2, m / np.maximum(m - 1, 1.0) * ((bc ** 2 + bs ** 2) / safe_m ** 2
+                                                          - 1.0 / safe_m), 0.0)
+    kappa0 = np.where(m >= 2, _a1_inverse(np.sqrt(np.clip(rho2, 0.0, 1.0))), 0.0)
+    pool_n = count(anchor, n)
+    r_w = count(anchor, np.hypot(cos, sin)) / np.where(pool_n > 0, pool_n, 1.0)
+    floor = 2 * np.pi * MIN_PAGE_SPREAD_S / DAY_S
+    kappa_w = 1.0 / np.maximum(_sd_rad(np.where(pool_n > 0, r_w, 0.0)), floor) ** 2
+    judged = ok & (n >= params.min_dated_changes) & (lam <= params.max_changes_per_period)
+    j = count(judged)
+    log_prior = np.where(m > 0, np.log((m + 1.0) / (np.maximum(j - m, 0.0) + 1.0)), -np.inf)
+    return np.arctan2(bs, bc), kappa0, kappa_w, log_prior
+
+
+def _posterior_phase(kappa0, mu_b, kappa_w, cos, sin):
+    r"""The posterior mean direction of a page's hour: von Mises prior :math:`VM(\mu_b,
+    \kappa_0)`, von Mises changes :math:`VM(\mu, \kappa_w)` with sums (C, S); the posterior is
+    von Mises with resultant :math:`\kappa_0 e^{i\mu_b} + \kappa_w (C + iS)` (the conjugate
+    update; Mardia & El-Atoum, Biometrika 63, 1976; Guttorp & Lockhart, JASA 83, 1988).
+    Radians in [0, 2π)."""
+    x = kappa0 * np.cos(mu_b) + kappa_w * cos
+    y = kappa0 * np.sin(mu_b) + kappa_w * sin
+    return np.mod(np.arctan2(y, x), 2 * np.pi)
 
 
 def _on_one_weekday(sums: dict, rows, n, lam, params: TimingParams) -> np.ndarray:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from lab.backtest.loop import POLICIES, BacktestSpec, prepare_history, run_policy, spec_dict
 from lab.backtest.report import kind_text, write_report
-from lab.sim.params import web_overrides
+from lab.sim.params import WEB_FAMILY, family_web, web_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--intake", action="store_true",
                     help="sitemap and feed signals through the sim fleet's fetched documents "
                          "and jobs.intake instead of hand-written signals")
+    ap.add_argument("--web-family", default=None, choices=sorted(WEB_FAMILY),
+                    help="a named web of the family (lab.sim.params.WEB_FAMILY); --web "
+                         "settings given too override its own")
     args = ap.parse_args(argv)
+    if args.web_family:
+        args.web = [*family_web(args.web_family), *args.web]
     web_overrides(args.web)  # a typo fails here, before any work
     return args
 

@@ -100,7 +100,9 @@ def shard_day_changes(p: WebParams, pages: Pages, ids: np.ndarray, day: int,
     out_ids.append(ids[sel][rep])
     out_t.append(a[sel][rep] + rng.random(len(rep)) * (b[sel] - a[sel])[rep])
 
-    _publish_at_hour(kind == DAILY, pages, ids, lam, live, a, b, day, rng, out_ids, out_t)
+    weekend = p.weekday_of(day) >= 5
+    _publish_at_hour(kind == DAILY, pages, ids, lam, live, a, b, day, rng, out_ids, out_t,
+                     p.publish_jitter_min, 0, weekend)
 
     sel_idx = np.flatnonzero(kind == BURSTY)
     if len(sel_idx):
@@ -110,17 +112,38 @@ def shard_day_changes(p: WebParams, pages: Pages, ids: np.ndarray, day: int,
 
     # Weekly pages last: no draw at all without them, so the draws above stay as they were.
     sel = (kind == WEEKLY) & (pages.weekday[ids] == p.weekday_of(day))
-    _publish_at_hour(sel, pages, ids, lam, live, a, b, day, rng, out_ids, out_t)
+    _publish_at_hour(sel, pages, ids, lam, live, a, b, day, rng, out_ids, out_t,
+                     p.publish_jitter_min)
+
+    # Second and third editions of daily publishers, after everything else (no draw without).
+    if pages.editions is not None:
+        for j in (1, 2):
+            sel = (kind == DAILY) & (pages.editions[ids] > j)
+            if sel.any():
+                _publish_at_hour(sel, pages, ids, lam, live, a, b, day, rng, out_ids, out_t,
+                                 p.publish_jitter_min, j, weekend)
     return np.concatenate(out_ids).astype(np.int64), np.concatenate(out_t)
 
 
-def _publish_at_hour(sel, pages: Pages, ids, lam, live, a, b, day, rng, out_ids, out_t):
-    """Pages ``sel`` publish today with probability ``lam`` at their hour ± 5 min (daily
-    pages every day, weekly pages on their weekday); appends to ``out_ids``/``out_t``."""
+def _publish_at_hour(sel, pages: Pages, ids, lam, live, a, b, day, rng, out_ids, out_t,
+                     jitter_min: float = 5.0, edition: int = 0, weekend: bool = False):
+    """Pages ``sel`` publish today with probability ``lam`` at their hour ± ``jitter_min``
+    (the sd, minutes; daily pages every day, weekly pages on their weekday); ``edition`` j > 0
+    is the j-th further edition, j edition gaps after the hour. A moving page uses its new
+    hour from its move day on; a weekday-only page skips Saturday and Sunday. Appends to
+    ``out_ids``/``out_t``."""
     publish = rng.random(sel.sum()) < lam[sel]
-    jitter = rng.normal(0.0, 5.0 / 1440.0, sel.sum())
-    t = day + np.clip(pages.hour[ids[sel]] + jitter, 0.0, 1.0 - 1e-6)
+    jitter = rng.normal(0.0, jitter_min / 1440.0, sel.sum())
+    page = ids[sel]
+    hour = pages.hour[page]
+    if pages.move_day is not None and np.isfinite(pages.move_day[page]).any():
+        hour = np.where(day >= pages.move_day[page], pages.hour2[page], hour)
+    if edition:
+        hour = np.mod(hour + edition * pages.edition_gap[page], 1.0)
+    t = day + np.clip(hour + jitter, 0.0, 1.0 - 1e-6)
     keep = publish & live[sel] & (t >= a[sel]) & (t < b[sel])
+    if weekend and pages.weekdays_only is not None:
+        keep &= ~pages.weekdays_only[page]
     out_ids.append(ids[sel][keep])
     out_t.append(t[keep])
 

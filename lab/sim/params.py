@@ -106,6 +106,26 @@ class WebParams:
         Median body size in bytes.
     keep_days : int
         Day windows of change times kept in memory (queries older fail).
+    own_hour_share : float
+        Share of daily and weekly publishers that publish at their own hour of day, drawn
+        U(5 h, 20 h) per page, rather than at their host's hour (± 15 min).
+    publish_jitter_min : float
+        Standard deviation, minutes, of a publisher's day-to-day deviation from its hour.
+    hour_move_share : float
+        Share of daily publishers that move to a new hour (U(5 h, 20 h)) once, on a web day
+        drawn U(``hour_move_day``).
+    hour_move_day : (float, float)
+        Range of the day a moving publisher moves its hour.
+    editions_share : float
+        Share of daily publishers with 2 or 3 (even odds) fixed editions a day, ``edition_gap_h``
+        apart, each published with the page's daily probability.
+    edition_gap_h : (float, float)
+        Hours between consecutive editions, drawn per page.
+    weekday_only_share : float
+        Share of daily publishers that never publish on Saturday or Sunday.
+
+    The last seven draw from their own hash stream (``lab.sim.rand.RHYTHM``), and at their
+    defaults no code path of theirs runs: the web is exactly the one without them.
     """
 
     n_urls: int = 20_000
@@ -148,6 +168,13 @@ class WebParams:
     health_min_pages: int = 50
     page_bytes_median: float = 30_000.0
     keep_days: int = 3
+    own_hour_share: float = 0.0
+    publish_jitter_min: float = 5.0
+    hour_move_share: float = 0.0
+    hour_move_day: tuple = (7.0, 28.0)
+    editions_share: float = 0.0
+    edition_gap_h: tuple = (3.0, 8.0)
+    weekday_only_share: float = 0.0
 
     def __post_init__(self):
         if self.n_hosts < 1 or self.n_urls < 2 * self.n_hosts:
@@ -172,11 +199,17 @@ class WebParams:
         _check_range("throttle_interval_s", self.throttle_interval_s, 1e-3)
         if self.quota_recover_day < -1 or self.health_min_pages < 2:
             raise ValueError("quota_recover_day must be >= -1 and health_min_pages >= 2")
+        _check_range("hour_move_day", self.hour_move_day)
+        _check_range("edition_gap_h", self.edition_gap_h, 1e-3)
+        if self.edition_gap_h[1] > 12.0:
+            raise ValueError("edition_gap_h must lie in (0, 12] hours")
         _check_range("daily_publish_prob", self.daily_publish_prob)
         _check_range("weekly_publish_prob", self.weekly_publish_prob)
         for name in ("max_fetches_share", "never_share", "gone_share", "signal_coverage",
                      "stale_signal_rate", "error_rate", "importance_rate_corr",
-                     "quota_host_share", "quota_recover_share", "throttle_host_share"):
+                     "quota_host_share", "quota_recover_share", "throttle_host_share",
+                     "own_hour_share", "hour_move_share", "editions_share",
+                     "weekday_only_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1]")
         if self.quota_host_share + self.throttle_host_share > 1.0:
@@ -186,7 +219,7 @@ class WebParams:
                 raise ValueError(f"{name} must lie in [0, 1]")
         for name in ("host_size_sigma", "section_lam_sigma", "burst_to_on", "burst_to_off",
                      "importance_sigma", "front_importance_boost", "death_rate", "birth_rate",
-                     "discovery_delay_mean", "page_bytes_median"):
+                     "discovery_delay_mean", "page_bytes_median", "publish_jitter_min"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
 
@@ -225,6 +258,31 @@ class WebParams:
         """``date.weekday()`` (Monday 0) of day number(s) ``day``: the day a weekly page
         publishes when it equals the page's ``weekday``."""
         return (self.start_date.weekday() + day) % 7
+
+
+#: The family of webs the backtest is judged on: named ``--web`` settings, chosen before any
+#: tuning of the planner on them (lab/README.md, "The family of webs"). ``r20`` is the web of
+#: the run of record; the others move the rhythm knobs of daily and weekly publishers within
+#: own_hour_share 0-1, publish_jitter_min 5-90, daily_publish_prob (0.3-0.5, 0.8-1.0),
+#: hour_move_share 0-0.3, editions_share 0-0.3, weekday_only_share 0-0.3.
+WEB_FAMILY = {
+    "r20": (),
+    "own-hours": ("own_hour_share=1.0",),
+    "own-sparse": ("own_hour_share=1.0", "daily_publish_prob=(0.3, 0.8)",
+                   "publish_jitter_min=20.0"),
+    "jitter": ("own_hour_share=0.5", "publish_jitter_min=90.0"),
+    "editions": ("own_hour_share=0.5", "editions_share=0.3", "weekday_only_share=0.3"),
+    "movers": ("own_hour_share=0.5", "hour_move_share=0.3", "publish_jitter_min=30.0"),
+    "mixed": ("own_hour_share=0.7", "publish_jitter_min=45.0", "daily_publish_prob=(0.4, 0.9)",
+              "hour_move_share=0.15", "editions_share=0.15", "weekday_only_share=0.15"),
+}
+
+
+def family_web(name: str) -> tuple:
+    """The ``name=value`` overrides of the family's web ``name`` (:data:`WEB_FAMILY`)."""
+    if name not in WEB_FAMILY:
+        raise ValueError(f"web family {name!r}: expected one of {sorted(WEB_FAMILY)}")
+    return WEB_FAMILY[name]
 
 
 def web_overrides(pairs) -> dict:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from lab.sim.params import SECTIONS, WebParams
-from lab.sim.rand import HEALTH, HOSTS, WEEKLY as WEEKLY_STREAM, mix64, stream, uniform
+from lab.sim.rand import (HEALTH, HOSTS, RHYTHM, WEEKLY as WEEKLY_STREAM, mix64, stream,
+                           uniform)
 
 FRONT, FEED = -1, -2  # section codes of the two pages every host has
 POISSON, DAILY, BURSTY, WEEKLY = 0, 1, 2, 3  # indices into PROCESS_KINDS
@@ -120,6 +121,12 @@ class Pages:
     shard: np.ndarray
     burst_on: np.ndarray     # mutable: current state of bursty pages
     weekday: np.ndarray      # weekly pages: publish weekday (date.weekday(), Monday 0), else -1
+    # Rhythm knobs of daily publishers (WebParams.own_hour_share and after): see _rhythm_draws.
+    editions: np.ndarray = None       # int8 fixed editions a day (1 for every other page)
+    edition_gap: np.ndarray = None    # days between editions
+    move_day: np.ndarray = None       # web day the page moves to hour2 (inf: never)
+    hour2: np.ndarray = None          # its hour from then on
+    weekdays_only: np.ndarray = None  # never publishes on Saturday or Sunday
 
     def __len__(self) -> int:
         return len(self.host)
@@ -165,6 +172,11 @@ def make_pages(p: WebParams, hosts: Hosts, host_ids: np.ndarray, page_no: np.nda
     on_share = p.burst_to_on / max(p.burst_to_on + p.burst_to_off, 1e-12)
     lam_eff = np.select([kind == BURSTY, kind == WEEKLY], [lam * on_share, lam / 7.0], lam)
     hour = (hosts.publish_hour[host_ids] + rng.normal(0.0, 0.25, n)) % 24.0 / 24.0
+    rhythm = _rhythm_draws(p, host_ids, page_no, kind)
+    if rhythm["own"].any():
+        hour = np.where(rhythm["own"], rhythm["own_hour"], hour)
+    if (rhythm["editions"] > 1).any() or rhythm["weekdays_only"].any():
+        lam_eff = lam_eff * rhythm["days_per_day"] * rhythm["editions"]
     # Importance correlates with log λ, standardised by fixed constants so
     # that a page's importance does not depend on which shard it sits in.
     lo, hi = np.log(p.lam_range[0]), np.log(p.lam_range[1])
@@ -186,7 +198,38 @@ def make_pages(p: WebParams, hosts: Hosts, host_ids: np.ndarray, page_no: np.nda
     on0 = rng.random(n) < on_share
     return Pages(host_ids, page_no, section, url, url_key, kind, lam, lam_eff, hour, importance,
                  born, dies, gone, base_bytes, last0, discovered, hosts.shard[host_ids],
-                 on0 & (kind == BURSTY), weekday)
+                 on0 & (kind == BURSTY), weekday, rhythm["editions"].astype(np.int8),
+                 rhythm["edition_gap"], rhythm["move_day"], rhythm["hour2"],
+                 rhythm["weekdays_only"])
+
+
+def _rhythm_draws(p: WebParams, host_ids: np.ndarray, page_no: np.ndarray, kind: np.ndarray):
+    """The rhythm knobs' per-page draws, from a hash of (seed, page) so that they move no
+    other draw of the web: own hour (daily and weekly publishers), and for daily publishers
+    a once-moved hour, 2-3 editions a day, weekdays only. Hours are fractions of a day;
+    ``days_per_day`` (5/7 for weekday-only pages, else 1) and ``editions`` scale λ_eff."""
+    n = len(host_ids)
+
+    def u(k):
+        return uniform(p.seed, RHYTHM, host_ids, page_no, k) if n else np.zeros(0)
+
+    publisher = (kind == DAILY) | (kind == WEEKLY)
+    daily = kind == DAILY
+    own = publisher & (u(0) < p.own_hour_share)
+    moves = daily & (u(2) < p.hour_move_share)
+    lo, hi = p.hour_move_day
+    multi = daily & (u(5) < p.editions_share)
+    g_lo, g_hi = p.edition_gap_h
+    weekdays_only = daily & (u(8) < p.weekday_only_share)
+    return {
+        "own": own, "own_hour": (5.0 + 15.0 * u(1)) / 24.0,
+        "move_day": np.where(moves, lo + (hi - lo) * u(3), np.inf),
+        "hour2": (5.0 + 15.0 * u(4)) / 24.0,
+        "editions": np.where(multi, np.where(u(6) < 0.5, 2, 3), 1),
+        "edition_gap": (g_lo + (g_hi - g_lo) * u(7)) / 24.0,
+        "weekdays_only": weekdays_only,
+        "days_per_day": np.where(weekdays_only, 5.0 / 7.0, 1.0),
+    }
 
 
 def _last_change_before_day0(p: WebParams, kind, lam, lam_eff, hour, weekday, born,

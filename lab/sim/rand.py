@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 # Purpose codes for stream(); fixed forever so seeds stay reproducible.
-HOSTS, PAGES, CHANGES, BIRTHS, SIGNALS, HEALTH, WEEKLY = 1, 2, 3, 4, 5, 6, 7
+HOSTS, PAGES, CHANGES, BIRTHS, SIGNALS, HEALTH, WEEKLY, RHYTHM = 1, 2, 3, 4, 5, 6, 7, 8
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
