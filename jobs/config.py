@@ -367,6 +367,14 @@ class TrustConfig:
     max_volatile_share: float = _doc("Largest share of same-content full fetches with a moved "
                                      "validator (volatile) a trusted validator may show.",
                                      default=0.2)
+    new_hosts_conditional: bool = _doc("Trust the validators of a host without enough evidence "
+                                       "yet (class unverified: sent on most 2xx, never caught "
+                                       "frozen or volatile) provisionally: conditional GETs from "
+                                       "its second day, its 304s read as unchanged, and its "
+                                       "visits in the conversion audits that catch a lying "
+                                       "validator. false: full fetches until min_confirmations "
+                                       "(docs/allocation.md, 'Conditional GET for new hosts').",
+                                       default=False)
 
 
 @dataclass(frozen=True)

@@ -84,4 +84,5 @@ def trust_params(cfg: Config) -> trust.TrustParams:
         half_life_days=t.half_life_days, min_confirmations=t.min_confirmations,
         max_lie_share=t.max_lie_share, max_volatile_share=t.max_volatile_share,
         signal_half_life_days=s.half_life_days, signal_min_scored=s.min_scored,
-        signal_min_accuracy=s.min_accuracy, health=rate_limit_params(cfg))
+        signal_min_accuracy=s.min_accuracy, health=rate_limit_params(cfg),
+        trust_new=t.new_hosts_conditional)
