@@ -38,7 +38,8 @@ def plan_context(cfg: Config, window_start: float, window_end: float) -> host_pl
         audit_rate=cfg.audit.sample_rate, audit_cadence_days=ln.audit_cadence_days,
         policy=policy, fast_floor=bool(ln.fast_as_floor and policy.budget_aware),
         timing=timing_params(cfg), backfill_s=ln.backfill_horizon_days * DAY_S,
-        probe_factor=cfg.estimation.probe_factor)
+        probe_factor=cfg.estimation.probe_factor,
+        max_defer_s=cfg.signals.max_defer_days * DAY_S)
 
 
 def timing_params(cfg: Config) -> timing.TimingParams:

@@ -271,6 +271,11 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
                             "checks; null: none)", True, False),
     C("content_bytes", "int", "bytes of the last 2xx that carried a content hash: the stored "
                               "copy's size, what a 304 of it saves (null: none yet)", True, False),
+    C("signal_unchanged_at", "timestamp", "start of the day a TRUSTED push signal's lastmod, "
+                                          "not newer than the confirmed copy, said the copy was "
+                                          "still current: the visit rhythm may run from here "
+                                          "(signals.max_defer_days); null once a later fetch "
+                                          "confirmed the copy, or none", True, False),
 ))
 
 HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",
