@@ -344,6 +344,9 @@ def _planner_figures(cfg: Config, run_date: str, day: int, alloc_rec: dict) -> d
     return {"expected_freshness": alloc_rec.get("expected_freshness"),
             "due_total": alloc_rec.get("due_total"), "host_carried": alloc_rec.get("host_carried"),
             "expected_age_days": alloc_rec.get("expected_age_days"),
+            # signals that defer and discover (jobs.core.signal_evidence, allocate)
+            **{c: alloc_rec.get(c) for c in ("signal_deferred", "signal_urls_discovered",
+                                             "signal_urls_not_discovered")},
             # the budget advisor's what-if curve for the day this plan covers
             **{c: alloc_rec.get(c)
                for c in budget_curve.FRESHNESS_COLUMNS + budget_curve.AGE_COLUMNS}}
