@@ -32,6 +32,7 @@ from jobs.cli import stage_main
 from jobs.config import Config
 from jobs.core import budget_curve, host_plan
 from jobs.core.probes import PROBE_COLUMNS
+from jobs.core.state_update import UNCHANGED_COLUMN
 from jobs.core.timing import TIMING_COLUMNS
 from jobs.params import budget_params
 from jobs.paths import planning_window, work_path
@@ -48,7 +49,9 @@ STATE_PAGE_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interv
 def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = None):
     """Known pages (state) and new frontier pages, joined with host politeness (and, in a
     backtest, with the oracle's ``lambda_table``); with the sum of both tables' footer row
-    counts, a bound on the page count that costs no pass over them."""
+    counts, a bound on the page count that costs no pass over them. The frontier is the
+    ``frontier`` table plus the URLs of today's push signals not in state
+    (:func:`signal_frontier`). Also returns the signal discovery counts."""
     from pyspark.sql import functions as F
 
     files = partitions.committed_files(cfg.paths.table("state", run_date), "state")
@@ -57,17 +60,25 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
              else spark.createDataFrame([], schemas.STATE.spark_ddl()))
     signal = (F.col("pending_signal_at").cast("timestamp") if "pending_signal_at" in state.columns
               else F.lit(None).cast("timestamp"))
+    unchanged = (F.col(UNCHANGED_COLUMN).cast("timestamp") if UNCHANGED_COLUMN in state.columns
+                 else F.lit(None).cast("timestamp"))
     # State written before the time-of-day sums existed has none: no rhythm learnt yet.
     rhythm = [(F.col(c) if c in state.columns else F.lit(None)).cast("double").alias(c)
               for c in TIMING_COLUMNS]
     known = state.select(
         *STATE_PAGE_COLUMNS, F.lit("conditional").alias("method_hint"),
         signal.alias("pending_signal_at"), *rhythm,
-        *[F.col(c).cast("double").alias(c) for c in PROBE_COLUMNS])
+        *[F.col(c).cast("double").alias(c) for c in PROBE_COLUMNS],
+        unchanged.alias(UNCHANGED_COLUMN))
 
     frontier, bad_frontier = ingest.read_frontier(spark, cfg, run_date)
     page_rows += storage.partition_rows(cfg.paths.table("frontier", run_date))
     quarantined = ingest.write_quarantine(cfg, run_date, "frontier", bad_frontier)
+    from_signals, signal_counts = signal_frontier(spark, cfg, run_date, state, frontier)
+    page_rows += signal_counts["signal_urls_discovered"]
+    if from_signals is not None:
+        frontier = (from_signals if frontier is None else
+                    frontier.select("url", "importance", "host").unionByName(from_signals))
     if frontier is not None:
         new = (frontier.dropDuplicates(["url"]).join(state.select("url"), "url", "left_anti")
                .select("host", "url", F.lit("discovery").alias("lane"),
@@ -85,7 +96,8 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
                        F.lit("full").alias("method_hint"),
                        F.lit(None).cast("timestamp").alias("pending_signal_at"),
                        *[F.lit(None).cast("double").alias(c)
-                         for c in (*TIMING_COLUMNS, *PROBE_COLUMNS)]))
+                         for c in (*TIMING_COLUMNS, *PROBE_COLUMNS)],
+                       F.lit(None).cast("timestamp").alias(UNCHANGED_COLUMN)))
         pages = known.unionByName(new)
     else:
         pages = known
@@ -93,8 +105,48 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
     policy, bad_policy = ingest.read_host_policy(spark, cfg, run_date)
     quarantined += ingest.write_quarantine(cfg, run_date, "host_policy", bad_policy)
     pages = ingest.with_politeness(cfg, pages, policy)
-    return with_oracle(spark, lambda_table,
-                       with_host_health(spark, cfg, run_date, pages)), quarantined, page_rows
+    return (with_oracle(spark, lambda_table, with_host_health(spark, cfg, run_date, pages)),
+            quarantined, page_rows, signal_counts)
+
+
+def signal_frontier(spark, cfg: Config, run_date: str, state, frontier):
+    """Today's push signals for URLs neither in state nor in the frontier table, as frontier
+    rows (host, url, importance null: the host prior fills it, as for any frontier URL),
+    from the hosts ``signals.discover_from`` admits (``trusted``: ``hosts.signal_trusted``
+    of the committed hosts/dt=D). Returns (rows or None, counts): the URLs taken and the
+    ones left out. The signals' bad rows are update_state's to quarantine (the same
+    partition and rules): here they are just not read."""
+    from pyspark.sql import functions as F
+
+    none = {"signal_urls_discovered": 0, "signal_urls_not_discovered": 0}
+    mode = cfg.signals.discover_from
+    signals, _ = ingest.read_signals(spark, cfg, run_date)
+    if signals is None:
+        return None, none
+    cand = signals.select("host", "url").dropDuplicates(["url"]).join(
+        state.select("url"), "url", "left_anti")
+    if frontier is not None:
+        cand = cand.join(frontier.select("url"), "url", "left_anti")
+    files = partitions.committed_files(cfg.paths.table("hosts", run_date), "hosts")
+    if files:
+        trust = (spark.read.parquet(*files).select("host", "signal_trusted")
+                 .dropDuplicates(["host"]))
+        cand = cand.join(F.broadcast(trust), "host", "left")
+    else:
+        cand = cand.withColumn("signal_trusted", F.lit(None).cast("boolean"))
+    take = {"any": F.lit(True), "none": F.lit(False),
+            "trusted": F.coalesce(F.col("signal_trusted"), F.lit(False))}[mode]
+    cand = cand.withColumn("_take", take)
+    row = cand.agg(F.count("*").alias("n"),
+                   F.sum(F.col("_take").cast("long")).alias("taken")).first()
+    taken = int(row["taken"] or 0)
+    counts = {"signal_urls_discovered": taken,
+              "signal_urls_not_discovered": int(row["n"] or 0) - taken}
+    if taken == 0:
+        return None, counts
+    rows = cand.filter("_take").select("url", F.lit(None).cast("double").alias("importance"),
+                                        "host")
+    return rows, counts
 
 
 # For a host the committed hosts table has no row for (a frontier-only host): trust no
@@ -181,7 +233,8 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
     inputs = snapshots.record(cfg, run_date)  # which host_policy (and importance) snapshot
     spark = spark or get_spark(cfg, "allocate")
     window_start, window_end = planning_window(run_date)
-    pages, quarantined, page_rows = load_pages(spark, cfg, run_date, lambda_table)
+    pages, quarantined, page_rows, signal_counts = load_pages(spark, cfg, run_date,
+                                                              lambda_table)
     active, bad_overrides = overrides.load(cfg, run_date)
     override_quarantined = overrides.quarantine(spark, cfg, run_date, bad_overrides)
     quarantined += override_quarantined
@@ -226,6 +279,7 @@ def run(cfg: Config, run_date: str, spark=None, *, lambda_table: str | None = No
         "host_carried": int(totals["carried"] or 0),
         "signals_pending": int(totals["signals"] or 0),
         "discovery_deferred": int(totals["discovery_deferred"] or 0),
+        "signal_deferred": int(totals["signal_deferred"] or 0), **signal_counts,
         "health_withheld": int(round(totals["health_withheld"] or 0.0)),
         "expected_freshness": ratio("weighted_freshness", "weight_sum"),
         "expected_freshness_fast": ratio("wf_fast", "w_fast"),

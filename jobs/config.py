@@ -374,6 +374,14 @@ class TrustConfig:
     max_volatile_share: float = _doc("Largest share of same-content full fetches with a moved "
                                      "validator (volatile) a trusted validator may show.",
                                      default=0.2)
+    new_hosts_conditional: bool = _doc("Trust the validators of a host without enough evidence "
+                                       "yet (class unverified: sent on most 2xx, never caught "
+                                       "frozen or volatile) provisionally: conditional GETs from "
+                                       "its second day, its 304s read as unchanged, and its "
+                                       "visits in the conversion audits that catch a lying "
+                                       "validator. false: full fetches until min_confirmations "
+                                       "(docs/allocation.md, 'Conditional GET for new hosts').",
+                                       default=False)
 
 
 @dataclass(frozen=True)
@@ -384,6 +392,17 @@ class SignalsConfig:
                              default=3.0)
     min_accuracy: float = _doc("Smoothed accuracy (correct+1)/(scored+2) needed for trust.",
                                default=0.8)
+    max_defer_days: float = _doc("A trusted host's signal whose lastmod is not newer than the "
+                                 "stored copy says the copy was current at the start of its "
+                                 "day: the page's visit rhythm (and P(changed)) runs from then, "
+                                 "at most this many days after its last fetch. 0: such signals "
+                                 "defer nothing (docs/allocation.md, 'Signals that defer').",
+                                 default=1.0)
+    discover_from: str = _doc("Push signals for URLs not in state enter the discovery lane, "
+                              "importance from their host as for frontier URLs: 'trusted' "
+                              "(hosts whose signals are trusted), 'any' host, or 'none'. The "
+                              "others are counted in allocate's record "
+                              "(signal_urls_not_discovered).", default="trusted")
 
 
 @dataclass(frozen=True)
@@ -617,6 +636,10 @@ def _validate(c: Config) -> None:
         raise ConfigError("policy.objective must be 'freshness' or 'age'")
     if c.policy.default_importance < 0:
         raise ConfigError("policy.default_importance must be >= 0")
+    if c.signals.discover_from not in ("trusted", "any", "none"):
+        raise ConfigError("signals.discover_from must be 'trusted', 'any' or 'none'")
+    if not 0 <= c.signals.max_defer_days < float("inf"):
+        raise ConfigError("signals.max_defer_days must be >= 0 and finite")
     if c.schedule.n_shards < 1 or c.spark.state_buckets < 1:
         raise ConfigError("schedule.n_shards and spark.state_buckets must be >= 1")
     if not 0 < c.spark.progress_interval_s < float("inf"):

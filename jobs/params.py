@@ -38,7 +38,8 @@ def plan_context(cfg: Config, window_start: float, window_end: float) -> host_pl
         audit_rate=cfg.audit.sample_rate, audit_cadence_days=ln.audit_cadence_days,
         policy=policy, fast_floor=bool(ln.fast_as_floor and policy.budget_aware),
         timing=timing_params(cfg), backfill_s=ln.backfill_horizon_days * DAY_S,
-        probe_factor=cfg.estimation.probe_factor)
+        probe_factor=cfg.estimation.probe_factor,
+        max_defer_s=cfg.signals.max_defer_days * DAY_S)
 
 
 def timing_params(cfg: Config) -> timing.TimingParams:
@@ -84,4 +85,5 @@ def trust_params(cfg: Config) -> trust.TrustParams:
         half_life_days=t.half_life_days, min_confirmations=t.min_confirmations,
         max_lie_share=t.max_lie_share, max_volatile_share=t.max_volatile_share,
         signal_half_life_days=s.half_life_days, signal_min_scored=s.min_scored,
-        signal_min_accuracy=s.min_accuracy, health=rate_limit_params(cfg))
+        signal_min_accuracy=s.min_accuracy, health=rate_limit_params(cfg),
+        trust_new=t.new_hosts_conditional)

@@ -313,6 +313,11 @@ STATE = Contract("state", "state/dt=YYYY-MM-DD/*.parquet",
                                       "counting a change; null in a state written before the "
                                       "column: 1, the only version there was (null: no hash)",
       True, False),
+    C("signal_unchanged_at", "timestamp", "start of the day a TRUSTED push signal's lastmod, "
+                                          "not newer than the confirmed copy, said the copy was "
+                                          "still current: the visit rhythm may run from here "
+                                          "(signals.max_defer_days); null once a later fetch "
+                                          "confirmed the copy, or none", True, False),
 ))
 
 HOSTS = Contract("hosts", "hosts/dt=YYYY-MM-DD/*.parquet",

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import budget_curve, bursts, http_fields, lanes, plan, plan_table, plan_work
-from jobs.core import probes, timing
+from jobs.core import probes, signal_evidence, timing
 from jobs.core import observations as ob
 from jobs.core.host_groups import HostGroups
 from jobs.core.plan_work import PlanContext  # noqa: F401  (the passes' context, re-exported)
@@ -39,7 +39,8 @@ HOST_FIGURES_DDL = (  # each host's figures, in plan_bucket's url-null rows (sum
     "due_count long, carried long, known_urls long, weight_sum double, "
     "weighted_freshness double, w_fast double, wf_fast double, w_refresh double, "
     "wf_refresh double, signals long, cap long, discovery_deferred long, health_withheld double, "
-    "weighted_age double, " + ", ".join(f"{c} double" for c in budget_curve.SUM_COLUMNS))
+    "weighted_age double, " + ", ".join(f"{c} double" for c in budget_curve.SUM_COLUMNS)
+    + ", signal_deferred long")
 HOST_FIGURES = [c.split()[0] for c in HOST_FIGURES_DDL.split(", ")]
 # plan_bucket's output (one Spark pass): visits, host figures and per-page plan rows
 PLAN_DDL = CANDIDATE_DDL + ", " + HOST_FIGURES_DDL + ", " + plan_table.PLAN_ROW_DDL
@@ -52,7 +53,7 @@ LEVEL_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s"
                  "crawl_delay_s", "max_fetches_per_day", "cap_factor", plan_work.PATTERN_COLUMN,
                  *timing.TIMING_COLUMNS)
 # Timestamp columns; plan_bucket takes them as timestamps or as epoch seconds (doubles).
-TIME_COLUMNS = ("last_fetch_at", "last_success_at", "pending_signal_at")
+TIME_COLUMNS = ("last_fetch_at", "last_success_at", "pending_signal_at", "signal_unchanged_at")
 # Optional: the last confirmed copy (state's last_known_at), what P(changed) counts from on a
 # host whose 304s are not trusted (plan_work.stale_since).
 CONFIRMED_COLUMN = "last_known_at"
@@ -289,7 +290,8 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     b = plan_work.load(pages, ctx)
     pages, g, work = b.pages, b.groups, b.work
     rate, res, curve_rates = plan_work.lane_rates_at(b, ctx, ctx.curve)
-    last_fetch, last_success, signal_at = (plan_work.seconds(pages, c) for c in TIME_COLUMNS)
+    last_fetch, last_success, signal_at, unchanged = (plan_work.seconds(pages, c)
+                                                      for c in TIME_COLUMNS)
     known, gone = work["known"].to_numpy(), work["gone"].to_numpy()
     # The operator's overrides (jobs.core.overrides; allocate adds the columns): a pinned
     # rate replaces the policy's, never above the host's cap (politeness wins); a forced
@@ -312,6 +314,13 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
     rhythm_from = rhythm_anchor(last_fetch, last_success, pages)
     # P(changed) counts from the last confirmed copy unless the host's 304s are trusted.
     since = plan_work.stale_since(pages, last_success)
+    # A trusted signal's "not changed since the copy" moves the rhythm (and P(changed)) on,
+    # by at most signals.max_defer_days (jobs.core.signal_evidence).
+    moved, deferred = signal_evidence.deferred_anchor(rhythm_from, unchanged, ctx.max_defer_s)
+    deferred &= known & ~gone & ~signal & (override == None)  # noqa: E711 (elementwise)
+    rhythm_from = np.where(deferred, moved, rhythm_from)
+    last_success = np.where(deferred, np.fmax(last_success, moved), last_success)
+    since = np.where(deferred, np.fmax(since, moved), since)
     period = 86400.0 / np.where(rate > 0, rate, 1.0)
     page_cols = {
         "page": np.arange(len(pages)), "url": work["url"].to_numpy(), "rate": rate,
@@ -398,7 +407,8 @@ def plan_bucket(pages: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
                "carried": visit_hosts.counts - kept_due,
                "known_urls": g.count(known), "signals": g.count(signaled), "cap": b.cap,
                "discovery_deferred": g.count((lane == "discovery") & ~keep),
-               "health_withheld": _health_withheld(b, rate, ctx)}
+               "health_withheld": _health_withheld(b, rate, ctx),
+               "signal_deferred": g.count(deferred)}
     # The budget advisor: Σ w·A today, and Σ w·F, Σ w·A at each what-if level (empty: null).
     lam, period = work["lambda_hat"].to_numpy(), work["period_s"].to_numpy()
     figures["weighted_age"] = g.sum(budget_curve.weighted(imp, budget_curve.page_age(lam, rate)),

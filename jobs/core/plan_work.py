@@ -69,6 +69,7 @@ class PlanContext:
     timing: Optional[TimingParams] = None     # None: no rhythm learnt, even spacing
     backfill_s: float = 0.0                   # horizon of pulled-forward visits (0: off)
     probe_factor: float = 0.0                 # all-changed pages probed at this / λ̂ (0: off)
+    max_defer_s: float = 0.0                  # signals.max_defer_days in seconds (0: off)
 
     @property
     def day_index(self) -> int:

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from jobs.core import adaptive, estimators_stats as es, http_fields, observations as ob
-from jobs.core import timing
+from jobs.core import signal_evidence, timing
 from jobs.core.estimators import estimate_rate
 from jobs.core.estimators_shrinkage import GROUP_PRIOR_FAMILY
 from jobs.core.times import epoch_seconds as _to_seconds
@@ -69,8 +69,11 @@ VERSION_COLUMN = "fingerprint_version"
 #: The version of a hash stored, or logged, before the version was recorded: the only one
 #: there was (state and fetch logs written before the column, or a null in it).
 LEGACY_FINGERPRINT_VERSION = 1
+#: The start of the day a trusted push signal said the stored copy was still current
+#: (jobs.core.signal_evidence); null once a later fetch confirmed the copy.
+UNCHANGED_COLUMN = "signal_unchanged_at"
 STATE_COLUMNS = (BASE_COLUMNS + list(es.STATS_COLUMNS) + list(timing.TIMING_COLUMNS)
-                 + [SIZE_COLUMN, VERSION_COLUMN])
+                 + [SIZE_COLUMN, VERSION_COLUMN, UNCHANGED_COLUMN])
 
 
 @dataclass(frozen=True)
@@ -156,8 +159,10 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         The logical date D (YYYY-MM-DD) written to ``updated_dt``.
     signals : DataFrame, optional
         Today's clean push signals: url, signaled_at, ``signal_trusted`` (the host's).
-        Signals of URLs absent from state and logs are ignored (discovery is the
-        frontier's job).
+        A claim newer than the confirmed copy is armed; a trusted one not newer sets
+        ``signal_unchanged_at`` (:func:`jobs.core.signal_evidence.no_change_evidence`).
+        Signals of URLs absent from state and logs are left to allocate, which takes them
+        into discovery (``signals.discover_from``).
     estimate : bool
         Estimate λ with the default prior (the rows' ``lambda_*`` columns). Callers that
         re-estimate with group priors afterwards (update_state, rebuild) pass False and
@@ -183,6 +188,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     first_seen = _to_seconds(state["first_seen"])
     claim = _to_seconds(state["signal_claim_at"])
     claim_trusted = ~np.isnan(_to_seconds(state["pending_signal_at"]))
+    unchanged = (_to_seconds(state[UNCHANGED_COLUMN]) if UNCHANGED_COLUMN in state
+                 else np.full(n, np.nan))
     last_status = pd.to_numeric(state["last_status"]).to_numpy(dtype=float)
     etag = state["etag"].to_numpy(dtype=object)
     lastmod = state["last_modified"].to_numpy(dtype=object)
@@ -204,6 +211,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     if signals is not None and len(signals):
         _timing_of_claims(signals, pos, tod)
         claim, claim_trusted = _arm_claims(signals, pos, claim, claim_trusted, last_known, ev)
+        unchanged = _unchanged_evidence(signals, pos, last_known, unchanged, run_date)
 
     logs = logs.sort_values(["url", "fetched_at", "status"], kind="mergesort")
     idx = pos.loc[logs["url"].to_numpy()].to_numpy()
@@ -338,6 +346,8 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     # A claim is pending while it is newer than the last confirmed copy.
     claim = np.where(claim > np.nan_to_num(last_known, nan=-np.inf), claim, np.nan)
     pending = np.where(claim_trusted, claim, np.nan)
+    # "Not changed" evidence is news only while it is later than the confirmed copy.
+    unchanged = np.where(unchanged > np.nan_to_num(last_known, nan=-np.inf), unchanged, np.nan)
 
     out = pd.DataFrame({
         "url": state["url"].to_numpy(), "host": state["host"].to_numpy(),
@@ -364,6 +374,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         out[name] = tod[name]
     out[SIZE_COLUMN] = pd.array(np.where(np.isnan(size), None, size), dtype="Int64")
     out[VERSION_COLUMN] = pd.array(np.where(np.isnan(version), None, version), dtype="Int32")
+    out[UNCHANGED_COLUMN] = _from_seconds(unchanged, UNCHANGED_COLUMN)
     if estimate:
         rates = estimate_with_priors(out, level=params.level)
         for name in ("lambda_hat", "lambda_lo", "lambda_hi", "lambda_prior"):
@@ -404,6 +415,21 @@ def _arm_claims(signals, pos, claim, claim_trusted, last_known, ev):
     claim, claim_trusted = claim.copy(), claim_trusted.copy()
     claim[r[newer]], claim_trusted[r[newer]] = a[newer], tr[newer]
     return claim, claim_trusted
+
+
+def _unchanged_evidence(signals, pos, last_known, unchanged, run_date):
+    """``signal_unchanged_at`` after today's signals: the later of the stored evidence and
+    today's (:func:`jobs.core.signal_evidence.no_change_evidence`)."""
+    sig = signals[signals["url"].isin(pos.index)]
+    if not len(sig):
+        return unchanged
+    rows, at = signal_evidence.no_change_evidence(
+        pos.loc[sig["url"].to_numpy()].to_numpy(), _to_seconds(sig["signaled_at"]),
+        _col(sig, "signal_trusted", False), last_known,
+        pd.Timestamp(run_date, tz="UTC").timestamp())
+    out = unchanged.copy()
+    out[rows] = np.fmax(out[rows], at)
+    return out
 
 
 def _count_evidence(ev, i, c, changed, new_etag, old_etag, new_lm, old_lm):

@@ -26,6 +26,14 @@ Classes, first match wins:
    Last-Modified;
 7. ``unverified``: validators present, not enough evidence yet.
 
+With ``trust_new`` (``trust.new_hosts_conditional``) a validator of an ``unverified`` host
+is trusted provisionally: sent on at least half of the host's 2xx and not (yet) caught
+frozen or volatile. Its 304s count as "unchanged" and its visits go out conditional from
+the first day, instead of full until ``min_confirmations`` changes were confirmed; the
+conversion audits below are what catch a validator that lies, which then loses the trust
+by the same frozen/volatile rules as any other (docs/allocation.md, "Conditional GET for
+new hosts").
+
 ``audit_wanted`` ⇔ ``trust_etag ∨ trust_lm``: exactly the hosts whose 304s we count as
 "unchanged", so the only ones where a lie could go unseen; a share of their fetches must
 be full (audits) so trust keeps being re-earned. Untrusted hosts are fetched in full
@@ -75,6 +83,7 @@ class TrustParams:
     signal_min_scored: float
     signal_min_accuracy: float
     health: host_health.RateLimitParams
+    trust_new: bool = False        # trust.new_hosts_conditional
 
 
 def _share(num, other):
@@ -83,11 +92,24 @@ def _share(num, other):
 
 
 def classify(ev: pd.DataFrame, *, min_confirmations=2.0, max_lie_share=0.1,
-             max_volatile_share=0.2) -> pd.DataFrame:
+             max_volatile_share=0.2, trust_new=False) -> pd.DataFrame:
     """Validator class, trust flags and ``audit_wanted`` from (decayed) evidence counts.
 
-    Returns a frame on ``ev``'s index with ``validator_class``, ``trust_etag``,
-    ``trust_lm``, ``audit_wanted``.
+    Parameters
+    ----------
+    ev : DataFrame
+        The decayed ``VALIDATOR_EVIDENCE`` counts, one row per host.
+    min_confirmations, max_lie_share, max_volatile_share : float
+        ``[trust]``: the rules of the module docstring.
+    trust_new : bool
+        Trust an ``unverified`` host's validators provisionally (module docstring): its
+        class stays ``unverified``, its flags (and so ``audit_wanted``) are set.
+
+    Returns
+    -------
+    DataFrame
+        On ``ev``'s index: ``validator_class``, ``trust_etag``, ``trust_lm``,
+        ``audit_wanted``.
     """
     g = {c: ev[c].fillna(0.0).to_numpy(float) for c in VALIDATOR_EVIDENCE}
     trust, frozen, volatile = {}, {}, {}
@@ -106,6 +128,11 @@ def classify(ev: pd.DataFrame, *, min_confirmations=2.0, max_lie_share=0.1,
     # Precedence keeps a lying validator from being trusted through the other one's class.
     trust_etag = trust["etag"] & ~volatile["etag"] & ~frozen["etag"]
     trust_lm = trust["lm"] & ~frozen["lm"] & ~volatile["lm"]
+    if trust_new:
+        unverified = cls == "unverified"
+        for v, flag in (("etag", trust_etag), ("lm", trust_lm)):
+            sent = (full > 0) & (g[f"ev_{v}_seen"] >= 0.5 * full)
+            flag |= unverified & sent & ~frozen[v] & ~volatile[v]
     return pd.DataFrame({"validator_class": cls, "trust_etag": trust_etag, "trust_lm": trust_lm,
                          "audit_wanted": trust_etag | trust_lm}, index=ev.index)
 
@@ -161,7 +188,8 @@ def update_hosts(prev: pd.DataFrame, today: pd.DataFrame, run_date: str,
             out[c] = factor * old + new
     out = out.join(classify(out, min_confirmations=params.min_confirmations,
                             max_lie_share=params.max_lie_share,
-                            max_volatile_share=params.max_volatile_share))
+                            max_volatile_share=params.max_volatile_share,
+                            trust_new=params.trust_new))
     out["signal_accuracy"], out["signal_trusted"] = signal_trust(
         out, min_scored=params.signal_min_scored, min_accuracy=params.signal_min_accuracy)
     counts = t.reindex(columns=[*host_health.COUNT_COLUMNS, "crawl_delay_s",

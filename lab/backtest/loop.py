@@ -289,6 +289,7 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
                              "update_state", "audit", "intake")}
     rows, host_rows, audits = [], [], []
     visits0 = sim.copies.visits.copy()
+    first_copy = np.full(0, np.nan)  # per page: the instant (sim days) of its first copy
     seen0 = (sim.page_obs_days.copy(), sim.page_fresh_days.copy())
     t_start = time.monotonic()
     for k in range(spec.days):
@@ -315,6 +316,7 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
         t = time.monotonic()
         state_prev = audit.read_state_for_audit(cfg.paths.table("state", D), spec.audit_rate)
         result = sim.step(d_next, sched)
+        first_copy = first_copies(sim, first_copy, result.fetch_log)
         secs["fleet"] += time.monotonic() - t
         host_rows.append(_host_use(sim, sched, d_next))
         t = time.monotonic()
@@ -354,6 +356,8 @@ def run_policy(spec: BacktestSpec, policy: str, history: tuple[Simulation, Path]
     run.daily = pd.DataFrame(rows)
     run.metrics = sim.metrics(first_plan, first_plan + spec.days - 1, budget)
     run.metrics.update(_extra_metrics(run.daily, budget))
+    run.metrics.update(discovery_delay(sim.web.pages.born, first_copy, first_plan,
+                                       first_plan + spec.days))
     run.allocation = _allocation(sim, visits0, seen0, spec.days)
     run.hosts = pd.concat(host_rows, ignore_index=True)
     run.audit_checks = pd.concat(audits, ignore_index=True)
@@ -369,6 +373,9 @@ def _planner_figures(cfg: Config, run_date: str, day: int, alloc_rec: dict) -> d
     return {"expected_freshness": alloc_rec.get("expected_freshness"),
             "due_total": alloc_rec.get("due_total"), "host_carried": alloc_rec.get("host_carried"),
             "expected_age_days": alloc_rec.get("expected_age_days"),
+            # signals that defer and discover (jobs.core.signal_evidence, allocate)
+            **{c: alloc_rec.get(c) for c in ("signal_deferred", "signal_urls_discovered",
+                                             "signal_urls_not_discovered")},
             # the budget advisor's what-if curve for the day this plan covers
             **{c: alloc_rec.get(c)
                for c in budget_curve.FRESHNESS_COLUMNS + budget_curve.AGE_COLUMNS}}
@@ -391,6 +398,51 @@ def production_audit(cfg: Config, date: str) -> dict:
     out = {f"planner_{k}": (None if v is None or pd.isna(v) else float(v)) for k, v in vals.items()}
     out["planner_audit_source"] = source
     return out
+
+
+def first_copies(sim: Simulation, first_copy: np.ndarray, log: pa.Table) -> np.ndarray:
+    """``first_copy`` (per page, sim days; NaN: no copy yet) grown to every page and updated
+    with the day's fetch log: a page's first 200 of a policy lane (audits are
+    measurement-only) is when the index first held it."""
+    pg = sim.web.pages
+    n = len(pg.born)
+    out = np.concatenate([first_copy, np.full(n - len(first_copy), np.nan)])
+    if log.num_rows == 0:
+        return out
+    micros = log["fetched_at"].cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    df = pd.DataFrame({"url": log["url"].to_numpy(zero_copy_only=False),
+                       "us": micros.to_numpy(zero_copy_only=False),
+                       "status": log["status"].to_numpy(zero_copy_only=False),
+                       "lane": log["lane"].to_pandas()})
+    df = df[(df["status"] == 200) & (df["lane"].fillna("") != "audit")]
+    page = pd.Index(pg.url[:n]).get_indexer(df["url"].to_numpy(object))
+    at = ((df["us"].to_numpy(float) / 1e6 - sim.params.start_epoch_s) / DAY_S)
+    ok = page >= 0
+    first = pd.Series(at[ok]).groupby(page[ok]).min()
+    idx = first.index.to_numpy()
+    out[idx] = np.fmin(out[idx], first.to_numpy())
+    return out
+
+
+def discovery_delay(born: np.ndarray, first_copy: np.ndarray, start: float, end: float) -> dict:
+    """How long pages born in the window ``[start, end)`` (sim days) waited for their first
+    copy: ``discovery_delay_days``, the mean of min(first copy, end) − birth (a page still
+    without a copy counts the time to the window's end: a restricted mean, comparable between
+    policies on the same web), ``discovery_delay_copied_days`` the mean over the pages that
+    got one, and ``new_pages_copied_share``."""
+    n = len(born)
+    fc = np.concatenate([first_copy, np.full(max(n - len(first_copy), 0), np.nan)])[:n]
+    new = (born >= start) & (born < end)
+    if not new.any():
+        return {"new_pages": 0, "discovery_delay_days": float("nan"),
+                "discovery_delay_copied_days": float("nan"), "new_pages_copied_share": float("nan")}
+    b, f = born[new], fc[new]
+    copied = ~np.isnan(f)
+    wait = np.minimum(np.where(copied, f, end), end) - b
+    return {"new_pages": int(new.sum()), "discovery_delay_days": float(wait.mean()),
+            "discovery_delay_copied_days": float(wait[copied].mean()) if copied.any()
+            else float("nan"),
+            "new_pages_copied_share": float(copied.mean())}
 
 
 def _extra_metrics(daily: pd.DataFrame, budget: int) -> dict:

@@ -32,7 +32,8 @@ from lab.sim.params import PROCESS_KINDS  # noqa: E402
 
 TABLE_KEYS = ("freshness_weighted", "freshness", "age_days_weighted", "age_days", "fetches",
               "found_change_share", "not_modified_rate", "bytes", "politeness_gap_violations",
-              "politeness_cap_violations", "status_503", "budget_overrun", "never_visited_share")
+              "politeness_cap_violations", "status_503", "budget_overrun", "never_visited_share",
+              "discovery_delay_days", "new_pages_copied_share")
 AGE_LABEL = "age (days since the copy went stale; 0 if fresh)"
 LAMBDA_BINS = np.array([0, 1e-3, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 1e9])
 # Page kinds of the per-kind table: front pages and feeds (Poisson, high λ), then the

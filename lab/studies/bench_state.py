@@ -50,6 +50,7 @@ def _state_chunk(host_ids, page_ids, run_date, run_end, rng, schema):
         "n_changes": np.zeros(n, np.int64), "exposure_days": np.full(n, 30.0),
         "n_errors": np.zeros(n, np.int64), "consecutive_gone": np.zeros(n, np.int32),
         "gone": np.zeros(n, bool), "signal_claim_at": None, "pending_signal_at": None,
+        "signal_unchanged_at": None, "fingerprint_version": None,
         "importance": rng.lognormal(0.0, 1.0, n),
         "lane": np.where(rng.uniform(size=n) < 0.01, "fast", "refresh"),
         "updated_dt": np.full(n, np.datetime64(run_date), "datetime64[D]"),

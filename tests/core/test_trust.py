@@ -84,3 +84,43 @@ def test_study_classifies_sim_hosts_and_catches_frozen_lm_within_3_audits():
     assert set(by.index) >= {"honest", "lm_only", "frozen_lm", "volatile_etag"}
     assert res["frozen_detected_share"] == 1.0
     assert np.nanmax(res["frozen_audits"]) <= 3
+
+
+@pytest.mark.parametrize("counts, t_etag, t_lm", [
+    # A new host sending both validators, nothing confirmed yet: both trusted provisionally.
+    (dict(ev_200=2, ev_etag_seen=2, ev_lm_seen=2), True, True),
+    # Last-Modified only, one confirmation short of min_confirmations.
+    (dict(ev_200=4, ev_lm_seen=4, ev_lm_agree_chg=1, ev_lm_agree_same=3), False, True),
+    # An ETag on a minority of responses is not one to send conditionals with.
+    (dict(ev_200=4, ev_etag_seen=1, ev_lm_seen=4), False, True),
+])
+def test_new_hosts_conditional_trusts_unverified_validators(counts, t_etag, t_lm):
+    strict = trust.classify(ev(**counts)).iloc[0]
+    assert strict.validator_class == "unverified" and not strict.audit_wanted
+    out = trust.classify(ev(**counts), trust_new=True).iloc[0]
+    assert out.validator_class == "unverified"
+    assert (out.trust_etag, out.trust_lm) == (t_etag, t_lm)
+    assert out.audit_wanted  # its conversion audits are what can catch a lie
+
+
+@pytest.mark.parametrize("counts", [
+    dict(ev_200=10, ev_lm_seen=10, ev_lm_agree_same=8, ev_lm_frozen=1),            # frozen_lm
+    dict(ev_200=10, ev_etag_seen=10, ev_etag_agree_chg=3, ev_etag_frozen=2),       # frozen_etag
+    dict(ev_200=10, ev_etag_seen=10, ev_etag_volatile=6, ev_etag_agree_chg=4),     # volatile
+    dict(ev_200=10),                                                               # none sent
+])
+def test_new_hosts_conditional_never_trusts_a_caught_or_absent_validator(counts):
+    assert trust.classify(ev(**counts), trust_new=True).iloc[0][
+        ["trust_etag", "trust_lm"]].tolist() == trust.classify(ev(**counts)).iloc[0][
+        ["trust_etag", "trust_lm"]].tolist() == [False, False]
+
+
+def test_a_provisionally_trusted_host_caught_lying_loses_the_trust():
+    params = trust_params(load_config(None, ["trust.new_hosts_conditional=true"]))
+    empty = pd.DataFrame(columns=list(trust.HOST_COLUMNS))
+    hosts = trust.update_hosts(empty, _today(ev_200=3, ev_etag_seen=3), "2026-11-01", params)
+    assert hosts.trust_etag[0] and hosts.validator_class[0] == "unverified"
+    # A conversion audit: content changed, the ETag did not.
+    hosts = trust.update_hosts(hosts, _today(ev_200=1, ev_etag_seen=1, ev_etag_frozen=1),
+                               "2026-11-02", params)
+    assert not hosts.trust_etag[0] and hosts.validator_class[0] == "frozen_etag"

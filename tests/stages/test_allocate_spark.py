@@ -301,7 +301,7 @@ def test_more_buckets_from_the_page_rows_plan_the_same_visits(spark, lanes_root)
     plan0, cand0 = _plan_and_candidates(lanes_root)
     # 40 state rows + 6 frontier rows from the footers, 2 per bucket: 23 partitions.
     cfg = make_config(lanes_root, *sets, "allocation.rows_per_bucket=2")
-    pages, _, page_rows = allocate.load_pages(spark, cfg, "2026-11-02")
+    pages, _, page_rows, _ = allocate.load_pages(spark, cfg, "2026-11-02")
     assert page_rows == 46
     assert policy_rates.bucketed(cfg, pages, page_rows).rdd.getNumPartitions() == 23
     many = allocate.run(cfg, "2026-11-02", spark)
