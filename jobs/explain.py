@@ -39,7 +39,7 @@ STATE_COLUMNS = ("url", "host", "lane", "importance", "lambda_hat", "lambda_lo",
                  "n_errors", "last_status", "first_seen", "last_fetch_at", "last_success_at",
                  "last_change_at", "last_known_at", "etag", "last_modified", "content_hash",
                  "interval_s", "gone", "consecutive_gone", "signal_claim_at",
-                 "pending_signal_at")
+                 "pending_signal_at", "signal_unchanged_at", "fingerprint_version")
 HOST_COLUMNS = ("host", "validator_class", "trust_etag", "trust_lm", "audit_wanted",
                 "signal_accuracy", "signal_trusted", "cap_factor", "urls_known", "nominal_cap",
                 "rate_limit", "health_verdict", "blocked_until")
@@ -218,7 +218,8 @@ def render(doc: dict) -> str:
             f"{_num(s['interval_s'] / 3600.0, '{:.3g}')} h",
             f"  validators: ETag {s['etag'] or '-'}, Last-Modified {s['last_modified'] or '-'}",
             f"  push signals: pending (trusted) {_when(s.get('pending_signal_at'))}, "
-            f"unscored claim {_when(s.get('signal_claim_at'))}",
+            f"unscored claim {_when(s.get('signal_claim_at'))}, no change since the copy "
+            f"(trusted, may defer a visit) {_when(s.get('signal_unchanged_at'))}",
         ]
     if h is None:
         out += ["Host: no row in hosts/dt=D (no fetch of it yet: no validator trusted)"]

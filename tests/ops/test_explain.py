@@ -116,6 +116,7 @@ def test_explain_text_names_rate_reason_slots_and_fetches(capsys, pipeline):
     assert out.startswith(url)
     for needle in ("lambda_hat", "90% interval", "validator class", "planned rate", "reason: ",
                    "host cap", "p_stale_now", "P(changed since the last ",
+                   "no change since the copy (trusted, may defer a visit) ",
                    f"Schedule {schedule_date(D)} (published",
                    "served-rate limit",
                    "Fetches 2026-11-27 .. 2026-11-29"):
