@@ -54,6 +54,8 @@ _ALLOCATE_KEYS = {  # metrics column -> allocate record key
     "crawl_delay_raised": "crawl_delay_raised", "crawl_delay_lowered": "crawl_delay_lowered",
     "capacity_withheld": "health_withheld", "expected_age_days": "expected_age_days",
     "days_per_pass": "days_per_pass", "budget_per_url": "budget_per_url",
+    "signal_deferred": "signal_deferred", "signal_urls_discovered": "signal_urls_discovered",
+    "signal_urls_not_discovered": "signal_urls_not_discovered",
     **{c: c for c in budget_curve.FRESHNESS_COLUMNS + budget_curve.AGE_COLUMNS}}
 
 
@@ -77,8 +79,8 @@ def plan_columns(cfg: Config, alloc: dict, built: dict, daily_fetches: int, spli
 def metrics_row(cfg: Config, run_date: str, upd: dict, alloc: Optional[dict],
                 plan: Optional[dict], written_by: str) -> dict:
     """The row of D: state figures from ``upd`` (update_state's record), the plan columns
-    ``plan`` (None: all null), quarantined rows of every input table (update_state's and, when
-    allocate ran for D, allocate's)."""
+    ``plan`` (None: all null), quarantined rows of every input table (update_state's, and
+    allocate's and intake's when they ran for D)."""
     unknown = set(plan or ()) - set(PLAN_COLUMNS)
     if unknown:
         raise ValueError(f"not plan columns of metrics: {sorted(unknown)}")
@@ -88,9 +90,16 @@ def metrics_row(cfg: Config, run_date: str, upd: dict, alloc: Optional[dict],
     row.update(
         dt=date.fromisoformat(run_date), written_by=written_by,
         quarantined_rows=sum(int(v or 0) for k, v in upd.items() if k.startswith("quarantined_"))
-        + int((alloc or {}).get("quarantined_rows", 0)),
+        + int((alloc or {}).get("quarantined_rows", 0)) + _intake_quarantined(cfg, run_date),
         config_json=json.dumps(cfg.to_dict(), sort_keys=True))
     return row
+
+
+def _intake_quarantined(cfg: Config, run_date: str) -> int:
+    """Rows intake quarantined from D's documents (0 when intake did not run for D)."""
+    if not has_stage_record(cfg, run_date, "intake"):
+        return 0
+    return int(read_stage_record(cfg, run_date, "intake").get("quarantined_rows") or 0)
 
 
 def write(cfg: Config, run_date: str, row: dict) -> dict:

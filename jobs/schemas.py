@@ -549,6 +549,12 @@ METRICS = Contract("metrics", "metrics/dt=YYYY-MM-DD/*.parquet",
                                 "every known URL once (plan)", True, False),
     C("budget_per_url", "float", "budget / urls_known: visits per known URL per day (plan)",
       True, False),
+    C("signal_deferred", "int", "known pages whose visit a trusted signal's 'no change since the "
+                                "copy' moved later (signals.max_defer_days; plan)", True, False),
+    C("signal_urls_discovered", "int", "URLs in neither state nor the frontier that today's "
+                                       "signals put in the discovery lane (plan)", True, False),
+    C("signal_urls_not_discovered", "int", "such URLs left out: their host's signals are not "
+                                           "admitted by signals.discover_from (plan)", True, False),
 ) + tuple(
     C(col, "float", f"what-if curve: expected_freshness at {factor:g} x budget, the extra or "
                     "missing visits priced by the policy at the level that spends them, same "

@@ -52,6 +52,19 @@ def test_full_row_from_the_run_records(cfg):
     assert json.loads(row["config_json"]) == cfg.to_dict()
 
 
+def test_intake_quarantine_and_the_signal_counts_reach_the_row(cfg):
+    write_stage_record(cfg, DAY, "intake", {"quarantined_rows": 7, "documents": 40})
+    alloc = {**ALLOC, "signal_deferred": 15, "signal_urls_discovered": 2,
+             "signal_urls_not_discovered": 1}
+    plan = metrics.plan_columns(cfg, alloc, BUILT, 1000, "fixed")
+    row = metrics.metrics_row(cfg, DAY, UPD, alloc, plan, "build_schedule")
+    assert row["quarantined_rows"] == 2 + 0 + 1 + 5 + 7  # intake's documents included
+    assert (row["signal_deferred"], row["signal_urls_discovered"],
+            row["signal_urls_not_discovered"]) == (15, 2, 1)
+    metrics.write(cfg, DAY, row)
+    assert metrics.read(cfg, DAY)["signal_deferred"] == 15
+
+
 def test_row_without_a_plan_has_null_plan_columns(cfg):
     row = metrics.metrics_row(cfg, DAY, UPD, None, None, "rebuild_state")
     assert all(row[c] is None for c in metrics.PLAN_COLUMNS)
