@@ -1,7 +1,7 @@
 """Every table's contract, as code. Jobs check inputs against these at their boundary.
 
-``python -m jobs.schemas --markdown`` renders the tables of docs/contract.md; a test keeps
-the document and this module identical. Types are checked by kind (any integer width is an
+``python -m jobs.schemas --markdown > docs/tables.md`` renders every table's columns; a test
+keeps the page and this module identical. Types are checked by kind (any integer width is an
 ``int``, ``string`` and ``large_string`` are both ``string``) so producers need not match
 our exact Arrow widths; extra columns in inputs are ignored.
 """
@@ -585,8 +585,18 @@ def markdown() -> str:
     return "\n".join(out)
 
 
+PAGE_HEAD = """# Tables
+
+Every table recrawl reads or writes: its layout, columns, types and what each column means.
+Generated from `jobs/schemas.py` (`python -m jobs.schemas --markdown > docs/tables.md`); the
+rules around them (dates, bad input, canonical URLs, snapshots, schedules) are in
+[contract.md](contract.md).
+
+"""
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--markdown"]:
-        print(markdown())
+        print(PAGE_HEAD + markdown())
     else:
         print("usage: python -m jobs.schemas --markdown")
