@@ -71,8 +71,11 @@ class Snapshot:
         return out
 
     def record(self) -> dict:
-        """The run record's entry for this snapshot."""
-        return {"path": self.path, "dt": self.dt, "files": len(self.files),
+        """The run record's entry for this snapshot: its partition relative to the root (a
+        record is a function of the inputs, wherever the root is), its date, file count, age
+        and the newer snapshots skipped."""
+        partition = self.table if self.dt is None else f"{self.table}/dt={self.dt}"
+        return {"partition": partition, "dt": self.dt, "files": len(self.files),
                 "age_days": self.age_days, "skipped_uncommitted": list(self.skipped)}
 
 

@@ -93,6 +93,7 @@ def test_an_old_snapshot_is_a_warning_past_the_configured_age(tmp_path):
     assert {w.split(":")[0] for w in warnings} == set(snapshots.TABLES)
     rec = snapshots.record(cfg, "2026-11-13")["snapshots"]["importance"]
     assert rec["dt"] == S3 and rec["age_days"] == 4 and rec["files"] == 1
+    assert rec["partition"] == f"importance/dt={S3}"  # relative: the same record from any root
 
 
 def test_the_flat_layout_is_one_snapshot_for_every_date_without_age(tmp_path):
