@@ -10,7 +10,8 @@ validate_logs + update_state for both days (timed separately, not part of the fi
 ``--synthetic`` instead writes the state and frontier tables directly
 (:mod:`lab.studies.bench_state`), which is what makes 10M URLs affordable on 2 cores.
 Then ``allocate`` (3 passes over the page table) and, unless ``--allocate-only``,
-``build_schedule`` are timed. Peak memory is the largest sum of RSS over this process
+``build_schedule`` are timed. ``--no-curve`` runs the same code with the what-if curve's
+levels empty, so a pair with and without it measures the budget advisor's own cost. Peak memory is the largest sum of RSS over this process
 and all its children (the JVM driver/executor and the Python workers), sampled every
 0.2 s with psutil (:mod:`lab.studies.bench_common`). Prints one JSON line per stage with
 seconds, state rows/s and peak RSS.
@@ -40,8 +41,15 @@ def main(argv=None) -> int:
     source.add_argument("--generate", action="store_true")
     source.add_argument("--synthetic", action="store_true")
     ap.add_argument("--allocate-only", action="store_true")
+    ap.add_argument("--no-curve", action="store_true",
+                    help="leave the what-if curve's levels empty (no curve work in pass 3): "
+                         "the same code without the budget advisor's cost, for a side-by-side")
     add_config_args(ap)
     args = ap.parse_args(argv)
+    if args.no_curve:
+        from jobs.core import budget_curve
+
+        budget_curve.curve_levels = lambda *a, **k: (None,) * len(budget_curve.FACTORS)
     args.set = [f"paths.root={args.root}", *args.set]
     cfg = config_from_args(args)
     days = [previous_day(args.end_date), args.end_date]
