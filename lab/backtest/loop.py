@@ -236,8 +236,13 @@ def write_history(spec: BacktestSpec, root: Path, days: int | None = None) -> Si
     days = spec.history_days if days is None else days
     sim = Simulation(spec.params())
     run_history(sim, days, lambda d, table, rec: write_day(sim, root, d, table, spec.intake))
-    write_table(pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False),
-                root / "host_policy" / "part-0.parquet", HOST_POLICY_SCHEMA)
+    policy = pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False)
+    if spec.intake:  # intake writes dated snapshots: upstream's is the first day's, committed
+        first = partition_dir(root, "host_policy", sim.params.date_of(0))
+        write_table(policy, first / "part-0.parquet", HOST_POLICY_SCHEMA)
+        (first / "_SUCCESS").touch()
+    else:  # the flat layout: one snapshot for every day
+        write_table(policy, root / "host_policy" / "part-0.parquet", HOST_POLICY_SCHEMA)
     write_inputs(sim, root, days - 1)
     return sim
 

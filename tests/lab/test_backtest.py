@@ -209,3 +209,20 @@ def test_budget_check_on_a_small_web(spark, tmp_path):
     assert (first["delta_error"].abs() < 0.1).all()
     s = summary(table)
     assert set(s["factor"]) == {0.75, 1.25} and s["abs_error"].notna().all()
+
+
+def test_tiny_backtest_with_intake_reads_dated_host_policy_snapshots(spark, tmp_path):
+    """With --intake the sim fleet's documents go through jobs.intake, which writes
+    host_policy/dt=D beside upstream's dated first snapshot (never the flat layout: one
+    prefix holds one layout), and the planner reads them as of each day."""
+    from lab.backtest.__main__ import main
+
+    out, work = tmp_path / "report", tmp_path / "work"
+    assert main(["--urls", "300", "--hosts", "6", "--history-days", "2", "--days", "2",
+                 "--policies", "adaptive", "--no-sweep", "--intake",
+                 "--out", str(out), "--workdir", str(work)]) == 0
+    m = pd.read_parquet(out / "data" / "metrics.parquet").set_index("policy")
+    assert m.loc["adaptive", "status"] == "ok" and m.loc["adaptive", "fetches"] > 0
+    data = next(p for p in work.rglob("host_policy") if p.is_dir())
+    assert not list(data.glob("*.parquet"))  # no flat files beside the dated snapshots
+    assert len(list(data.glob("dt=*"))) >= 2  # upstream's first day and intake's days

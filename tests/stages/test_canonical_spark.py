@@ -45,7 +45,7 @@ def test_fetch_logs_of_two_spellings_become_one_page_and_importance_follows(spar
     pq.write_table(pa.table({"url": ["HTTPS://h0001.example.com./a", "http://h2.example"],
                              "importance": [2.0, 1.0]}),
                    f"{cfg.paths.table('importance')}/part-0.parquet")
-    imp, _ = ingest.read_importance(spark, cfg)
+    imp, _ = ingest.read_importance(spark, cfg, day)  # the flat layout: one snapshot for every day
     assert sorted((r["url"], r["importance"]) for r in imp.collect()) == [
         ("http://h2.example/", 1.0), ("https://h0001.example.com/a", 2.0)]
 

@@ -149,7 +149,7 @@ def test_host_policy_snapshot_carries_upstream_and_replaces_robots_rows(day, spa
     assert {h for h, r in rows.items() if r["source"] == "robots"} == {"a.example", "b.example",
                                                                        "d.example"}
     assert record["robots"] == {"clamped_high": 1, "set": 1, "no_robots": 1, "keep": 1}
-    clean, bad = ingest.read_host_policy(spark, cfg)
+    clean, bad = ingest.read_host_policy(spark, cfg, D)  # the snapshot intake wrote for D
     assert bad.count() == 0
 
 
