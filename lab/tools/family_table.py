@@ -4,6 +4,14 @@ Usage::
 
     python -m lab.tools.family_table --oracle /tmp/bt_base --run before=/tmp/bt_base \\
         --run after=/tmp/bt_after
+    python -m lab.tools.family_table --family /tmp/fam --label base [--label lag]
+
+The second form reads a root of runs named ``<label>_<web>_s<seed>`` (one web of
+:data:`lab.sim.params.WEB_FAMILY` and one seed each, as ``lab.backtest --web-family WEB
+--seeds SEED --out ROOT/<label>_<web>_s<seed>`` writes them) and prints one row per label
+and web: the mean over its seeds of each ratio to the oracle of ``base_<web>_s<seed>``
+(the run of label ``base`` must have run the oracle), the number of seeds, and the
+smallest seed's overall ratio.
 
 Each ``--run LABEL=DIR`` is a backtest report directory (``lab.backtest --out``); its
 ``optimal`` pages (``data/pages.parquet``) are scored per page kind against the ``oracle`` pages
@@ -44,6 +52,18 @@ def visits(df: pd.DataFrame) -> dict:
             **{f"v/day {k}": round(float(per.get(k, 0.0)), 1) for k in KINDS}}
 
 
+def late_ratio(oracle_dir: str, report: str, policy: str, first_day: int = 6) -> float:
+    """Mean over planned days ``first_day`` on of the day's importance-weighted freshness
+    over the oracle's (``data/daily.parquet``): the ratio once the planner has learnt."""
+    def daily(d, pol):
+        t = pd.read_parquet(Path(d) / "data" / "daily.parquet")
+        t = t[t["policy"] == pol].groupby("day")["freshness_weighted"].mean()
+        return t.sort_index()
+    mine, ref = daily(report, policy), daily(oracle_dir, "oracle")
+    ratio = (mine / ref).dropna()
+    return float(ratio.iloc[first_day - 1:].mean()) if len(ratio) >= first_day else float("nan")
+
+
 def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal") -> pd.DataFrame:
     oracle = pages(oracle_dir, "oracle")
     rows = []
@@ -55,19 +75,65 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal")
         for kind in ("all", *KINDS):
             if kind in k.index:
                 row[kind] = round(float(k.loc[kind, "freshness_weighted_vs_oracle"]), 3)
+        row["all, days 6-"] = round(late_ratio(oracle_dir, report, policy), 3)
         row.update(visits(mine))
         row.update(metrics(report, policy))
         rows.append(row)
     return pd.DataFrame([*rows, {"run": "oracle", **visits(oracle)}])
 
 
+def family(root: str, labels, oracle_label: str = "base", policy: str = "optimal"
+           ) -> pd.DataFrame:
+    """Per label and web of the family under ``root``: the mean over seeds of
+    :func:`table`'s ratios, visits a day and the summed violations (module notes)."""
+    from lab.sim.params import WEB_FAMILY
+
+    rows = []
+    for label in labels:
+        for web in WEB_FAMILY:
+            per_seed = []
+            for run in sorted(Path(root).glob(f"{label}_{web}_s*")):
+                seed = run.name.rsplit("_s", 1)[1]
+                oracle = Path(root) / f"{oracle_label}_{web}_s{seed}"
+                if not (run / "data" / "pages.parquet").is_file() or not (
+                        oracle / "data" / "pages.parquet").is_file():
+                    continue
+                per_seed.append(table(str(oracle), [(label, str(run))], policy).iloc[0])
+            if not per_seed:
+                continue
+            t = pd.DataFrame(per_seed)
+            row = {"run": label, "web": web, "seeds": len(t)}
+            for col in t.columns.drop("run"):
+                row[col] = (int(t[col].sum()) if col in KEYS
+                            else round(float(t[col].astype(float).mean()), 3))
+            row["all, worst seed"] = round(float(t["all"].astype(float).min()), 3)
+            rows.append(row)
+        if label == oracle_label:
+            for web in WEB_FAMILY:
+                runs = sorted(Path(root).glob(f"{oracle_label}_{web}_s*"))
+                v = [visits(pages(str(r), "oracle")) for r in runs
+                     if (r / "data" / "pages.parquet").is_file()]
+                if v:
+                    rows.append({"run": "oracle", "web": web, "seeds": len(v),
+                                 **pd.DataFrame(v).mean().round(1).to_dict()})
+    return pd.DataFrame(rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab.tools.family_table",
                                  description=__doc__.splitlines()[0])
-    ap.add_argument("--oracle", required=True, help="report directory with an oracle run")
-    ap.add_argument("--run", action="append", required=True, metavar="LABEL=DIR")
+    ap.add_argument("--oracle", help="report directory with an oracle run")
+    ap.add_argument("--run", action="append", metavar="LABEL=DIR")
+    ap.add_argument("--family", metavar="ROOT", help="a root of <label>_<web>_s<seed> runs")
+    ap.add_argument("--label", action="append", help="with --family: the runs' labels")
     ap.add_argument("--policy", default="optimal")
     args = ap.parse_args(argv)
+    if args.family:
+        print(family(args.family, args.label or ["base"], policy=args.policy)
+              .astype(object).fillna("").to_markdown(index=False))
+        return 0
+    if not (args.oracle and args.run):
+        ap.error("need --oracle and --run, or --family")
     runs = [tuple(r.split("=", 1)) for r in args.run]
     print(table(args.oracle, runs, args.policy).to_markdown(index=False))
     return 0

@@ -2,13 +2,17 @@
 import numpy as np
 import pandas as pd
 
-from lab.tools.family_table import table
+from lab.tools.family_table import family, table
 
 
-def _report(path, policies, fresh):
+def _report(path, policies, fresh, daily=None):
     data = path / "data"
     data.mkdir(parents=True)
     rows, mets = [], []
+    daily = daily or {p: [0.5] * 10 for p in policies}
+    pd.DataFrame([{"policy": p, "seed": 0, "day": f"2026-01-{d + 1:02d}", "freshness_weighted": v}
+                  for p, vals in daily.items() for d, v in enumerate(vals)]
+                 ).to_parquet(data / "daily.parquet")
     for pol, f in zip(policies, fresh):
         rows.append(pd.DataFrame({
             "policy": pol, "seed": 0, "kind": np.array([0, 0, 1, 1]),
@@ -31,3 +35,25 @@ def test_ratios_per_kind_against_the_other_runs_oracle(tmp_path):
     assert t.loc["after", "all"] == round(22 / 18, 3)
     assert t.loc["after", "visits/day"] == 2.0 and t.loc["after", "budget_overrun"] == 0
     assert t.loc["after", "v/day daily"] == 1.0 and t.loc["oracle", "v/day front"] == 0.5
+
+
+def test_late_days_ratio_skips_the_learning_days(tmp_path):
+    base = _report(tmp_path / "base", ["optimal", "oracle"], [[5, 5, 5, 5], [5, 5, 4, 4]],
+                   daily={"optimal": [0.4] * 5 + [0.6] * 5, "oracle": [0.5] * 10})
+    t = table(base, [("x", base)]).set_index("run")
+    assert t.loc["x", "all, days 6-"] == 1.2
+
+
+def test_family_means_each_webs_seeds_against_their_own_oracles(tmp_path):
+    for seed, f in ((0, 6), (1, 4)):
+        _report(tmp_path / f"base_jitter_s{seed}", ["optimal", "oracle"],
+                [[5, 5, 5, 5], [5, 5, 5, 5]])
+        _report(tmp_path / f"lag_jitter_s{seed}", ["optimal"], [[5, 5, f, f]])
+    _report(tmp_path / "lag_movers_s0", ["optimal"], [[5, 5, 5, 5]])  # no base: skipped
+    t = family(str(tmp_path), ["base", "lag"])
+    lag = t[t["run"] == "lag"].set_index("web")
+    assert list(lag.index) == ["jitter"] and lag.loc["jitter", "seeds"] == 2
+    assert lag.loc["jitter", "daily"] == 1.0          # (1.2 + 0.8) / 2
+    assert lag.loc["jitter", "all, worst seed"] == round(18 / 20, 3)
+    oracle = t[t["run"] == "oracle"].set_index("web")
+    assert oracle.loc["jitter", "seeds"] == 2 and oracle.loc["jitter", "v/day front"] == 0.5
