@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs import ingest, outage, schemas, snapshots, storage
+from jobs import ingest, outage, partitions, schemas, snapshots
 from jobs.cli import stage_main
 from jobs.config import Config
 from jobs.runlog import write_stage_record
@@ -19,7 +19,7 @@ from jobs.runlog import write_stage_record
 def logs_present(cfg: Config, run_date: str) -> bool:
     """True once the day's fetch-log partition holds at least one data file, or the day is
     a declared outage (:mod:`jobs.outage`)."""
-    return (bool(storage.list_parquet_files(cfg.paths.table("fetch_logs", run_date)))
+    return (bool(partitions.visible_files(cfg.paths.table("fetch_logs", run_date)))
             or outage.declared(cfg, run_date))
 
 
