@@ -18,6 +18,11 @@ and writes, each committed:
 * ``document_refs/dt=D``: sitemaps named by robots.txt and sitemap indexes, for the fleet;
 * ``quarantine/dt=D/source=documents``: every refused document or entry, with its reason.
 
+Upstream's files in ``signals/dt=D`` and ``host_policy/dt=D`` are the ones present before
+intake's first attempt at D (noted in ``_INTAKE_UPSTREAM.json`` until the commit's marker
+names them): a killed attempt's files are never taken for upstream's, and a rerun replaces
+them (tests/stages/test_stage_safety.py).
+
 Run: ``python -m jobs.intake --date D`` (``recrawl intake --date D``); docs/operations.md.
 """
 from __future__ import annotations
@@ -82,15 +87,27 @@ def _parse(lim: core.Limits):
     return parse
 
 
+UPSTREAM_NOTE = "_INTAKE_UPSTREAM.json"
+
+
 def _upstream_files(path: str) -> list[str]:
     """The data files of ``path`` that this stage did not write: named as upstream's by an
-    earlier intake commit, or present before intake ever committed it."""
+    earlier intake commit, else by the note its first attempt wrote before writing anything
+    (so a killed attempt's files are never taken for upstream's), else all present now (and
+    the note is written)."""
     marker = partitions.read_marker(path)
     present = storage.list_parquet_files(path)
-    if marker is None:
-        return present
     base = path.rstrip("/")
-    kept = {f"{base}/{name}" for name in marker.get("extra", {}).get("upstream_files", [])}
+    if marker is not None:
+        names = marker.get("extra", {}).get("upstream_files", [])
+    else:
+        note = storage.read_json(f"{base}/{UPSTREAM_NOTE}")
+        if note is None:
+            storage.write_json(f"{base}/{UPSTREAM_NOTE}", {"upstream_files": [
+                f[len(base) + 1:] for f in present]})
+            return present
+        names = note["upstream_files"]
+    kept = {f"{base}/{name}" for name in names}
     return [f for f in present if f in kept]
 
 
@@ -103,6 +120,8 @@ def _commit_beside(df, path: str, table: str, extra: dict) -> int:
     names = [f[len(base):] for f in upstream]
     marker = partitions.commit_files(path, table, upstream + ours,
                                      {**extra, "upstream_files": names})
+    if storage.exists(f"{base}{UPSTREAM_NOTE}"):  # the marker names upstream's files now
+        storage.delete_file(f"{base}{UPSTREAM_NOTE}")
     return sum(e["rows"] for e in marker["files"] if e["name"] not in names)
 
 
