@@ -22,6 +22,10 @@ version of it, chosen per run date D (docs/contract.md, "Snapshots"):
 
 A snapshot older than ``ingest.snapshot_max_age_days`` (D - X, in days) is still read, with a
 warning in the run record (``warnings``) and on the daily report.
+
+A stage that writes ``<table>/dt=D`` itself (intake, ``host_policy``) carries forward the
+snapshot a run of D-1 reads (:func:`previous`) and refuses the flat layout
+(:func:`require_dated`): its dated snapshot beside flat files would be both layouts at once.
 """
 from __future__ import annotations
 
