@@ -23,7 +23,7 @@ import sys
 
 import pandas as pd
 
-from jobs import partitions, storage
+from jobs import partitions
 from jobs.cli import Parser, add_date_arg, guarded
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core.plan_table import REASONS
@@ -112,7 +112,7 @@ def last_fetches(cfg: Config, run_date: str, url: str, days: int) -> dict:
     rows, missing = [], []
     for k in range(days - 1, -1, -1):
         dt = shift_day(run_date, -k)
-        files = storage.list_parquet_files(cfg.paths.table("fetch_logs", dt))
+        files = partitions.visible_files(cfg.paths.table("fetch_logs", dt))
         if not files:
             if dt == run_date:
                 raise MissingPartitionError("fetch_logs", cfg.paths.table("fetch_logs", dt),

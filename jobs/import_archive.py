@@ -11,9 +11,12 @@ existing crawl").
 Commit, per source file and day (the three steps of :mod:`jobs.partitions`, scoped to the
 file's own parts): the parts are written as ``part-imp-<source>-<attempt>-NNNNN.parquet``
 (``<source>``: a hash of the file's name), then ``dt=D/_IMPORT-<source>.json`` names them
-with their rows (the commit point, written atomically), then the file's parts of any
-earlier attempt are deleted. A rerun of the same file replaces its rows; other files' rows of
-the same day stay. A day that holds the fleet's own logs or an outage marker is refused
+with their rows (the commit point, written atomically), then the parts of the commit it
+replaced are deleted. Readers take a day's files from :func:`jobs.partitions.visible_files`,
+which leaves out every import part its marker does not name: a killed attempt's parts are
+never read (they stay on disk), and of two imports of one file at once the last marker
+written is the day's rows, whole. A rerun of the same file replaces its rows; other files'
+rows of the same day stay. A day that holds the fleet's own logs or an outage marker is refused
 (:class:`jobs.errors.ImportConflict`) before anything of the file is committed.
 
 Memory: one record's body is read in 1 MiB chunks (to count and, where the record names no
@@ -37,7 +40,7 @@ import uuid
 import zlib
 from typing import Iterator, Optional
 
-from jobs import outage, storage
+from jobs import outage, partitions, storage
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import archive
 from jobs.errors import ArchiveReadError, ImportConflict
@@ -46,8 +49,8 @@ from jobs.fleet.fetch_log import FetchLogRowError, FetchLogWriter
 MAX_BUFFERED_ROWS = 50_000
 ROWS_PER_PART = 100_000
 CHUNK = 1 << 20
-PART_PREFIX = "part-imp-"
-MARKER_PREFIX = "_IMPORT-"
+PART_PREFIX = partitions.IMPORT_PART_PREFIX
+MARKER_PREFIX = partitions.IMPORT_MARKER_PREFIX
 EXAMPLES = 5  # problem lines / records kept, with their position, in the record
 
 
@@ -133,19 +136,24 @@ def _commit(cfg: Config, days: _DayWriters, source: str, kind: str) -> dict[str,
                 storage.delete_file(f)
         raise ImportConflict(f"{source}: {'; '.join(conflicts)}; import history only into "
                              "days before the fleet's first logged day")
-    own = f"{PART_PREFIX}{days.sid}-"
     for day, files in parts.items():
         base = cfg.paths.table("fetch_logs", day).rstrip("/")
         entries = [{"name": posixpath.basename(f), "rows": storage.parquet_metadata(f).num_rows}
                    for f in files]
-        storage.write_json(f"{base}/{MARKER_PREFIX}{days.sid}.json", {
+        marker = partitions.import_marker_path(base, days.sid)
+        previous = storage.read_json(marker)
+        partitions._pause_point("files_written", "fetch_logs", base, files)
+        storage.write_json(marker, {
             "format": 1, "source": source, "kind": kind, "attempt": days.attempt,
             "fingerprint_version": archive.ARCHIVE_DIGEST_VERSION,
             "rows": sum(e["rows"] for e in entries), "files": entries}, atomic=True)
-        keep = set(files)
-        for f in storage.list_parquet_files(base):
-            if posixpath.basename(f).startswith(own) and f not in keep:
-                storage.delete_file(f)
+        partitions._pause_point("marker_written", "fetch_logs", base, files)
+        # Only the commit this one replaced: parts no marker names are never read
+        # (partitions.visible_files), and one may be a concurrent import's, not yet committed.
+        keep = {posixpath.basename(f) for f in files}
+        for entry in (previous or {}).get("files", []):
+            if entry["name"] not in keep and storage.exists(f"{base}/{entry['name']}"):
+                storage.delete_file(f"{base}/{entry['name']}")
     return {day: n for day, n in sorted(days.rows.items())}
 
 

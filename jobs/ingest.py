@@ -10,7 +10,7 @@ import functools
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from jobs import schemas, storage
+from jobs import partitions, schemas, storage
 from jobs.errors import MixedFingerprintVersions  # noqa: F401  (its home: jobs.errors)
 from jobs.config import Config
 from jobs.core import hosts, state_update
@@ -91,8 +91,10 @@ def check_fingerprint_versions(uri: str, footers: list[schemas.Footer]) -> int |
 
 def checked_footers(contract: schemas.Contract, uri: str, required: bool) -> list[schemas.Footer]:
     """Every file of ``uri`` checked against ``contract``; a required partition must hold
-    at least one row (a lone 0-row file is an empty partition, not an empty day)."""
-    files = storage.list_parquet_files(uri)
+    at least one row (a lone 0-row file is an empty partition, not an empty day). Of a
+    fetch-log day, the files readers take (:func:`jobs.partitions.visible_files`)."""
+    files = (partitions.visible_files(uri) if contract is schemas.FETCH_LOG
+             else storage.list_parquet_files(uri))
     if not files and required:
         hint = ("; a day the fleet did not fetch is declared with `recrawl update-state "
                 "--date D --no-fetches` (docs/operations.md)" if contract is schemas.FETCH_LOG

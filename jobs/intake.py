@@ -10,21 +10,26 @@ and writes, each committed:
 
 * ``signals/dt=D``: a sitemap ``<lastmod>`` or feed entry date per URL (the latest per URL
   and source), in the signals contract, beside any upstream (WebSub, IndexNow) files;
-* ``host_policy/dt=D``: the latest earlier snapshot carried forward, with the robots rows of
-  the hosts whose robots.txt answered today replaced (Crawl-delay, clamped to the
-  ``politeness`` bounds; a 4xx or no Crawl-delay ends the robots row; a 5xx keeps it);
+* ``host_policy/dt=D``: the snapshot as of the day before (``jobs.snapshots``) carried
+  forward, with the robots rows of the hosts whose robots.txt answered today replaced
+  (Crawl-delay, clamped to the ``politeness`` bounds; a 4xx or no Crawl-delay ends the robots
+  row; a 5xx keeps it). A flat (undated) ``host_policy/`` is refused (SchemaError): intake's
+  dated snapshot beside it would be both layouts at once;
 * ``document_refs/dt=D``: sitemaps named by robots.txt and sitemap indexes, for the fleet;
 * ``quarantine/dt=D/source=documents``: every refused document or entry, with its reason.
+
+Upstream's files in ``signals/dt=D`` and ``host_policy/dt=D`` are the ones present before
+intake's first attempt at D (noted in ``_INTAKE_UPSTREAM.json`` until the commit's marker
+names them): a killed attempt's files are never taken for upstream's, and a rerun replaces
+them (tests/stages/test_stage_safety.py).
 
 Run: ``python -m jobs.intake --date D`` (``recrawl intake --date D``); docs/operations.md.
 """
 from __future__ import annotations
 
-import posixpath
-import re
 import sys
 
-from jobs import ingest, outage, partitions, schemas, storage
+from jobs import ingest, outage, partitions, schemas, snapshots, storage
 from jobs.cli import stage_main
 from jobs.config import Config
 from jobs.core import intake as core
@@ -33,7 +38,6 @@ from jobs.runlog import write_stage_record
 from jobs.spark_session import get_spark
 
 ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
-_DT = re.compile(r"dt=(\d{4}-\d{2}-\d{2})$")
 
 
 def limits(cfg: Config) -> core.Limits:
@@ -83,32 +87,27 @@ def _parse(lim: core.Limits):
     return parse
 
 
-def _snapshot_dirs(cfg: Config, table: str) -> list[tuple[str, str]]:
-    """(date, path) of the table's ``dt=`` partitions, oldest first."""
-    root = cfg.paths.table(table)
-    fs = storage.filesystem_for(root)
-    import pyarrow.fs as pafs
-
-    path = root.split("://", 1)[1] if "://" in root else root
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return []
-    out = []
-    for info in fs.get_file_info(pafs.FileSelector(path)):
-        m = _DT.search(info.path)
-        if info.type == pafs.FileType.Directory and m:
-            out.append((m.group(1), f"{root.rstrip('/')}/{posixpath.basename(info.path)}"))
-    return sorted(out)
+UPSTREAM_NOTE = "_INTAKE_UPSTREAM.json"
 
 
 def _upstream_files(path: str) -> list[str]:
     """The data files of ``path`` that this stage did not write: named as upstream's by an
-    earlier intake commit, or present before intake ever committed it."""
+    earlier intake commit, else by the note its first attempt wrote before writing anything
+    (so a killed attempt's files are never taken for upstream's), else all present now (and
+    the note is written)."""
     marker = partitions.read_marker(path)
     present = storage.list_parquet_files(path)
-    if marker is None:
-        return present
     base = path.rstrip("/")
-    kept = {f"{base}/{name}" for name in marker.get("extra", {}).get("upstream_files", [])}
+    if marker is not None:
+        names = marker.get("extra", {}).get("upstream_files", [])
+    else:
+        note = storage.read_json(f"{base}/{UPSTREAM_NOTE}")
+        if note is None:
+            storage.write_json(f"{base}/{UPSTREAM_NOTE}", {"upstream_files": [
+                f[len(base) + 1:] for f in present]})
+            return present
+        names = note["upstream_files"]
+    kept = {f"{base}/{name}" for name in names}
     return [f for f in present if f in kept]
 
 
@@ -121,26 +120,22 @@ def _commit_beside(df, path: str, table: str, extra: dict) -> int:
     names = [f[len(base):] for f in upstream]
     marker = partitions.commit_files(path, table, upstream + ours,
                                      {**extra, "upstream_files": names})
+    if storage.exists(f"{base}{UPSTREAM_NOTE}"):  # the marker names upstream's files now
+        storage.delete_file(f"{base}{UPSTREAM_NOTE}")
     return sum(e["rows"] for e in marker["files"] if e["name"] not in names)
 
 
 def _base_policy(spark, cfg: Config, run_date: str):
-    """The latest ``host_policy/dt=`` snapshot before D (its committed files when it has a
-    marker), which intake carries forward; None when there is none, or when upstream wrote
-    its own snapshot of D (kept beside intake's rows as written). Undated files (the flat
-    layout) are left where they are."""
+    """The host_policy snapshot a run of the day before D reads (:func:`jobs.snapshots.previous`),
+    which intake carries forward; None when there is none, or when upstream wrote its own
+    snapshot of D (kept beside intake's rows as written)."""
     if _upstream_files(cfg.paths.table("host_policy", run_date)):
         return None
-    earlier = [p for d, p in _snapshot_dirs(cfg, "host_policy") if d < run_date]
-    if not earlier:
+    snap = snapshots.previous(cfg, "host_policy", run_date)
+    if snap is None or not snap.files:
         return None
-    last = earlier[-1]
-    files = (partitions.committed_files(last, "host_policy")
-             if partitions.is_committed(last) else storage.list_parquet_files(last))
-    if not files:
-        return None
-    return ingest._read(spark, schemas.HOST_POLICY, schemas.check_files(schemas.HOST_POLICY,
-                                                                         files))
+    return ingest._read(spark, schemas.HOST_POLICY,
+                        schemas.check_files(schemas.HOST_POLICY, list(snap.files)))
 
 
 def _host_policy(spark, cfg: Config, run_date: str, policy_rows):
@@ -168,6 +163,7 @@ def _host_policy(spark, cfg: Config, run_date: str, policy_rows):
 
 
 def run(cfg: Config, run_date: str, spark=None) -> dict:
+    snapshots.require_dated(cfg, "host_policy", "intake")  # it writes host_policy/dt=D
     if outage.declared(cfg, run_date) and not storage.list_parquet_files(
             cfg.paths.table("documents", run_date)):
         record = {"no_fetches": True}

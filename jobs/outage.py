@@ -56,7 +56,7 @@ def check(cfg: Config, day: str) -> bool:
     """Whether ``day`` is an outage day; refuses a marker beside fetch-log files."""
     if not declared(cfg, day):
         return False
-    files = storage.list_parquet_files(cfg.paths.table("fetch_logs", day))
+    files = partitions.visible_files(cfg.paths.table("fetch_logs", day))
     if files:
         raise OutageRefused(f"{marker_path(cfg, day)} declares no fetches on {day}, but "
                             f"{len(files)} fetch-log file(s) are there: remove the marker "
@@ -65,7 +65,7 @@ def check(cfg: Config, day: str) -> bool:
 
 
 def _check_no_logs(cfg: Config, day: str) -> None:
-    files = storage.list_parquet_files(cfg.paths.table("fetch_logs", day))
+    files = partitions.visible_files(cfg.paths.table("fetch_logs", day))
     if files:
         raise OutageRefused(f"--no-fetches on {day}, but fetch_logs/dt={day} has "
                             f"{len(files)} file(s): the fleet did fetch that day")

@@ -38,9 +38,10 @@ FORMAT = 1
 _SPARK_JOB = re.compile(r"part-\d+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
 
-# Fault injection for the kill tests (tests/stages/test_state_safety.py), inert unless set:
-# RECRAWL_TEST_PAUSE_AT="<table>:<point>" makes the writer of <table> stop at <point>, after
-# writing a JSON note to the file RECRAWL_TEST_PAUSE_NOTE, until it is killed. Points:
+# Fault injection for the kill and concurrency tests (tests/stages/test_state_safety.py,
+# test_stage_safety.py), inert unless set: RECRAWL_TEST_PAUSE_AT="<table>:<point>" makes the
+# writer of <table> stop at <point>, after writing a JSON note to the file
+# RECRAWL_TEST_PAUSE_NOTE, until it is killed or the note is removed (then it goes on). Points:
 # "files_written" (the new data files are in dt=D/, the marker is still the old one) and
 # "marker_written" (the new marker is in place, the old commit's files not yet deleted).
 PAUSE_ENV, PAUSE_NOTE_ENV = "RECRAWL_TEST_PAUSE_AT", "RECRAWL_TEST_PAUSE_NOTE"
@@ -55,8 +56,38 @@ def _pause_point(point: str, table: str, path: str, files: list[str]) -> None:
         json.dump({"point": point, "table": table, "path": path, "pid": os.getpid(),
                    "files": sorted(posixpath.basename(x) for x in files)}, f)
     os.replace(note + ".tmp", note)
-    while True:  # until the test kills the process
-        time.sleep(1)
+    while os.path.exists(note):  # until the test kills the process or lets it go on
+        time.sleep(0.05)
+
+
+# Scoped commits (``recrawl import-warc|import-cdx``, jobs/import_archive.py) into a partition
+# recrawl does not own (``fetch_logs/dt=D``, the fleet's): one source file's parts
+# ``part-imp-<source>-<attempt>-NNNNN.parquet`` are data only once ``_IMPORT-<source>.json``
+# in the same directory names them; readers take a day's files from :func:`visible_files`.
+IMPORT_PART_PREFIX, IMPORT_MARKER_PREFIX = "part-imp-", "_IMPORT-"
+
+
+def import_marker_path(path: str, source: str) -> str:
+    return f"{path.rstrip('/')}/{IMPORT_MARKER_PREFIX}{source}.json"
+
+
+def visible_files(path: str) -> list[str]:
+    """The data files readers take from a partition others write into (``fetch_logs/dt=D``):
+    every file but the import parts their source's marker does not name (a killed, running
+    or superseded import's), sorted."""
+    named: dict[str, set[str]] = {}
+    out = []
+    for f in storage.list_parquet_files(path):
+        name = posixpath.basename(f)
+        if name.startswith(IMPORT_PART_PREFIX):
+            source = name[len(IMPORT_PART_PREFIX):].split("-", 1)[0]
+            if source not in named:
+                marker = storage.read_json(import_marker_path(path, source))
+                named[source] = {e["name"] for e in marker["files"]} if marker else set()
+            if name not in named[source]:
+                continue
+        out.append(f)
+    return out
 
 
 def marker_path(path: str) -> str:
@@ -128,7 +159,12 @@ def commit_files(path: str, table: str, files: list[str], extra: Optional[dict] 
     _pause_point("files_written", table, path, files)
     entries = []
     for f in sorted(files):
-        meta = storage.parquet_metadata(f)
+        try:
+            meta = storage.parquet_metadata(f)
+        except FileNotFoundError:  # another writer's commit of the partition deleted it
+            raise ConcurrentWriteError(f"[{table}] {path}: {posixpath.basename(f)} vanished "
+                                       f"before the commit; another writer committed this "
+                                       f"partition meanwhile") from None
         entries.append({"name": f[len(path.rstrip('/')) + 1:], "rows": meta.num_rows})
     marker = {"format": FORMAT, "table": table, "attempt": uuid.uuid4().hex,
               "rows": sum(e["rows"] for e in entries), "files": entries, "extra": extra or {}}

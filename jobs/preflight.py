@@ -21,7 +21,10 @@ Checks, in order:
   reads it back and deletes it; the lock takes a probe lock under ``schedules/_locks/`` with
   ``If-None-Match: *``, checks that a second take is refused, and deletes it. Probe keys start
   with ``_``: no reader of a table, partition or published day lists them, and they are gone
-  when the check ends.
+  when the check ends. The ``intake`` role (read ``documents``, ``host_policy``, ``signals``;
+  write ``signals``, ``host_policy``, ``document_refs``, ``quarantine``, ``_runs``) is checked
+  only with ``intake.enabled`` (else one SKIP line), with ``host_policy layout``: intake writes
+  ``host_policy/dt=D``, so a flat (undated) ``host_policy/`` FAILs (jobs/snapshots.py).
 - ``kms``: each configured key (``publish.sse_kms_key_id``; the S3A key
   ``spark.hadoop.fs.s3a.encryption.key`` of ``spark.cluster_settings``) exists and is enabled
   (kms:DescribeKey), and a probe PUT asking for SSE-KMS with it is stored under that key and
@@ -82,7 +85,14 @@ ACCESS: dict[str, dict] = {
                 "write": {"publish": ("schedules",)}, "lock": ("publish",)},
     "verify": {"stages": "verify",
                "read": {"publish": ("schedules",), "data": ("host_policy",)}},
+    # checked only with intake.enabled (INTAKE); reads the day before's host_policy snapshot
+    # and upstream's signals of D, writes its own beside them
+    "intake": {"stages": "intake",
+               "read": {"data": ("documents", "host_policy", "signals")},
+               "write": {"data": ("signals", "host_policy", "document_refs", "quarantine",
+                                  "_runs")}},
 }
+INTAKE = "intake"  # the role ACCESS lists that runs only with intake.enabled
 S3A_KEY = "spark.hadoop.fs.s3a.encryption.key"
 
 
@@ -435,7 +445,7 @@ def _kms_keys(cfg: Config) -> list[tuple[str, str, tuple[str, ...]]]:
     keys = []
     s3a_key = cfg.spark.cluster_settings.get(S3A_KEY, "")
     if s3a_key:
-        keys.append(("data", s3a_key, ("update_state", "allocate_build_schedule")))
+        keys.append(("data", s3a_key, ("update_state", "allocate_build_schedule", INTAKE)))
     if cfg.publish.sse_kms_key_id:
         keys.append(("publish", cfg.publish.sse_kms_key_id, ("publish",)))
     return keys
@@ -457,10 +467,21 @@ def check_connector(cfg: Config) -> Result:
     return Result("PASS", name, f"hadoop-aws {hadoop} = the Hadoop pyspark bundles")
 
 
+def check_intake_layout(cfg: Config) -> str:
+    """intake writes ``host_policy/dt=D``: the table must be dated or absent, not flat."""
+    from jobs import snapshots
+
+    snapshots.require_dated(cfg, "host_policy", "intake")
+    return "dated snapshots (dt=...) or none: intake's host_policy/dt=D fits beside them"
+
+
 def run_checks(cfg: Config, roles: list[str], *, master: Optional[str] = None,
                max_clock_skew_s: float = 30.0, spark_timeout_s: float = 300.0,
                spark: bool = True) -> Iterator[Result]:
     yield check_connector(cfg)
+    if INTAKE in roles and not cfg.intake.enabled:
+        roles = [r for r in roles if r != INTAKE]
+        yield Result("SKIP", INTAKE, "intake.enabled is false: its tables are not checked")
     try:
         stores = open_stores(cfg)
     except (ValueError, ConfigError) as exc:
@@ -508,6 +529,8 @@ def run_checks(cfg: Config, roles: list[str], *, master: Optional[str] = None,
             yield _attempt(label, lambda store=store: check_lock(store))
         else:
             yield _attempt(label, lambda store=store, prefix=prefix, f=probes[mode]: f(store, prefix))
+    if INTAKE in roles and "data" not in missing:
+        yield _attempt(f"host_policy layout ({INTAKE})", lambda: check_intake_layout(cfg))
     # KMS keys
     keys = _kms_keys(cfg)
     if not keys:

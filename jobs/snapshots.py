@@ -22,6 +22,10 @@ version of it, chosen per run date D (docs/contract.md, "Snapshots"):
 
 A snapshot older than ``ingest.snapshot_max_age_days`` (D - X, in days) is still read, with a
 warning in the run record (``warnings``) and on the daily report.
+
+A stage that writes ``<table>/dt=D`` itself (intake, ``host_policy``) carries forward the
+snapshot a run of D-1 reads (:func:`previous`) and refuses the flat layout
+(:func:`require_dated`): its dated snapshot beside flat files would be both layouts at once.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from typing import Optional
 from jobs import partitions, storage
 from jobs.config import Config
 from jobs.errors import MissingPartitionError, SchemaError
-from jobs.paths import check_date
+from jobs.paths import check_date, shift_day
 
 #: The snapshot tables (both optional).
 TABLES = ("importance", "host_policy")
@@ -88,6 +92,31 @@ def _committed(path: str, table: str) -> Optional[list[str]]:
     return None
 
 
+def _layout(root: str, table: str) -> tuple[list[str], list[str]]:
+    """(the dates of the ``dt=`` directories, the undated data files) under ``root``.
+
+    Raises SchemaError for both at once, or for a ``dt=`` directory that is not a date."""
+    dated, flat = [], []
+    for name, is_dir in storage.list_dir(root):
+        if name.startswith(("_", ".")):
+            continue
+        if is_dir and name.startswith(_DT):
+            try:
+                dated.append(check_date(name[len(_DT):]))
+            except ValueError as err:
+                raise SchemaError(table, f"{root}/{name}", None,
+                                  f"a snapshot directory must be dt=YYYY-MM-DD ({err})") from None
+        else:
+            flat += storage.list_parquet_files(f"{root}/{name}")
+    if dated and flat:
+        raise SchemaError(table, root, None,
+                          f"both dated snapshots (dt=...) and undated files (e.g. "
+                          f"{posixpath.basename(flat[0])}) under one prefix: which one is "
+                          f"current cannot be told; keep one layout (docs/contract.md, "
+                          f"\"Snapshots\")")
+    return dated, flat
+
+
 def find(cfg: Config, table: str, run_date: str) -> Optional[Snapshot]:
     """The snapshot of ``table`` a run of ``run_date`` reads; None when the table is absent
     (:func:`find_at` of the table's prefix under ``paths.root``)."""
@@ -107,24 +136,7 @@ def find_at(prefix: str, table: str, run_date: str) -> Optional[Snapshot]:
     """
     check_date(run_date)
     root = prefix.rstrip("/")
-    dated, flat = [], []
-    for name, is_dir in storage.list_dir(root):
-        if name.startswith(("_", ".")):
-            continue
-        if is_dir and name.startswith(_DT):
-            try:
-                dated.append(check_date(name[len(_DT):]))
-            except ValueError as err:
-                raise SchemaError(table, f"{root}/{name}", None,
-                                  f"a snapshot directory must be dt=YYYY-MM-DD ({err})") from None
-        else:
-            flat += storage.list_parquet_files(f"{root}/{name}")
-    if dated and flat:
-        raise SchemaError(table, root, None,
-                          f"both dated snapshots (dt=...) and undated files (e.g. "
-                          f"{posixpath.basename(flat[0])}) under one prefix: which one is "
-                          f"current cannot be told; keep one layout (docs/contract.md, "
-                          f"\"Snapshots\")")
+    dated, flat = _layout(root, table)
     if not dated:
         return Snapshot(table, root, None, tuple(flat), run_date) if flat else None
     skipped = []
@@ -141,6 +153,36 @@ def find_at(prefix: str, table: str, run_date: str) -> Optional[Snapshot]:
     raise MissingPartitionError(table, root, f"no committed snapshot dated on or before "
                                              f"{run_date} ({why}); the defaults are no "
                                              f"substitute for a table that exists")
+
+
+def require_dated(cfg: Config, table: str, writer: str) -> None:
+    """Refuse the flat layout of ``table`` for ``writer``, a stage that writes
+    ``<table>/dt=D`` itself: beside undated files that would be both layouts at once.
+
+    Raises
+    ------
+    SchemaError
+        The table holds undated files (or already both layouts).
+    """
+    root = cfg.paths.table(table).rstrip("/")
+    _, flat = _layout(root, table)
+    if flat:
+        raise SchemaError(table, root, None,
+                          f"undated snapshot files (e.g. {posixpath.basename(flat[0])}) "
+                          f"while {writer} writes {table}/dt=D: move them into a dt=YYYY-MM-DD "
+                          f"directory (with _SUCCESS), or turn {writer} off (docs/contract.md, "
+                          f"\"Snapshots\")")
+
+
+def previous(cfg: Config, table: str, run_date: str) -> Optional[Snapshot]:
+    """The snapshot a run of the day before ``run_date`` reads (:func:`find`): what a stage
+    writing ``<table>/dt=D`` (intake) carries forward. None when the table is absent or its
+    first dated snapshot is ``run_date`` or later (nothing earlier to carry)."""
+    day_before = shift_day(check_date(run_date), -1)
+    dated, _ = _layout(cfg.paths.table(table).rstrip("/"), table)
+    if dated and min(dated) > day_before:
+        return None
+    return find(cfg, table, day_before)
 
 
 def record(cfg: Config, run_date: str) -> dict:

@@ -46,7 +46,7 @@ def partition_status(path: str) -> dict:
 
 def fetch_logs_status(cfg: Config, day: str) -> dict:
     """The fleet's input: present (files, rows from footers), outage (declared) or missing."""
-    files = storage.list_parquet_files(cfg.paths.table("fetch_logs", day))
+    files = partitions.visible_files(cfg.paths.table("fetch_logs", day))
     if files:
         rows = sum(storage.parquet_metadata(f).num_rows for f in files)
         return {"status": "present", "rows": rows, "files": len(files),

@@ -404,7 +404,8 @@ def run(cfg: Config, run_date: str, spark=None, bootstrap: bool = False,
     audit = _audit_figures(cfg, int(figures["audit_n"] or 0), int(figures["audit_fresh"] or 0))
     record = {
         # From the footers: no second pass over the day's logs.
-        "log_rows": storage.partition_rows(cfg.paths.table("fetch_logs", run_date)),
+        "log_rows": sum(storage.parquet_metadata(f).num_rows for f in
+                        partitions.visible_files(cfg.paths.table("fetch_logs", run_date))),
         "quarantined_fetch_logs": ingest.write_quarantine(cfg, run_date, "fetch_logs", bad_logs),
         "quarantined_importance": ingest.write_quarantine(cfg, run_date, "importance", bad_imp),
         "quarantined_signals": ingest.write_quarantine(cfg, run_date, "signals", bad_sig),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs import ingest, outage, schemas, storage
+from jobs import ingest, outage, partitions, schemas, snapshots
 from jobs.cli import stage_main
 from jobs.config import Config
 from jobs.runlog import write_stage_record
@@ -19,7 +19,7 @@ from jobs.runlog import write_stage_record
 def logs_present(cfg: Config, run_date: str) -> bool:
     """True once the day's fetch-log partition holds at least one data file, or the day is
     a declared outage (:mod:`jobs.outage`)."""
-    return (bool(storage.list_parquet_files(cfg.paths.table("fetch_logs", run_date)))
+    return (bool(partitions.visible_files(cfg.paths.table("fetch_logs", run_date)))
             or outage.declared(cfg, run_date))
 
 
@@ -32,6 +32,7 @@ def run(cfg: Config, run_date: str) -> dict:
         (schemas.FRONTIER, p.table("frontier", run_date), False),
     ]
     if cfg.intake.enabled:  # intake's input: the fleet's robots.txt, sitemaps and feeds
+        snapshots.require_dated(cfg, "host_policy", "intake")  # intake writes its dt=D
         checks.append((schemas.DOCUMENTS, p.table("documents", run_date), not no_fetches))
     record = {}
     for contract, uri, required in checks:

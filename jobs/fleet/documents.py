@@ -1,8 +1,8 @@
 """``DocumentWriter``: the fleet hands over the robots.txt, sitemaps and feeds it fetched.
 
 Rows of the ``documents`` contract (:data:`jobs.schemas.DOCUMENTS`), checked at the source
-with the planner's rules as ``FetchLogWriter`` checks fetch logs (same part files, same
-atomic writes): the URL rule of :func:`jobs.core.hosts.url_problem`, ``host`` (if given)
+with the planner's rules as ``FetchLogWriter`` checks fetch logs (both are
+:class:`jobs.fleet.parts.PartWriter`: same checks, part files and atomic writes): the URL rule of :func:`jobs.core.hosts.url_problem`, ``host`` (if given)
 naming the URL's host, ``kind`` one of robots/sitemap/feed, a timezone-aware ``fetched_at``
 (inside the partition's day when ``date`` is given), ``status`` 0 or 100-599, ``body`` bytes
 or None, ``content_type`` a string or None, no unknown keys. The body is stored as received
@@ -11,11 +11,10 @@ or None, ``content_type`` a string or None, no unknown keys. The body is stored 
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Mapping
 
-from jobs.core.hosts import normalize_host, url_host, url_problem
-from jobs.fleet.fetch_log import FetchLogRowError, FetchLogWriter, _is_int
+from jobs.fleet.fetch_log import FetchLogRowError
+from jobs.fleet.parts import DEFAULT_MAX_URL_LENGTH, PartWriter
 from jobs.schemas import DOCUMENTS
 
 KINDS = ("robots", "sitemap", "feed")  # = jobs.core.intake.KINDS (a test checks)
@@ -33,9 +32,10 @@ class DocumentRowError(FetchLogRowError):
         return self.args[0]
 
 
-class DocumentWriter(FetchLogWriter):
+class DocumentWriter(PartWriter):
     """Validate document rows and write them as Parquet parts under ``out_dir`` (normally
-    ``.../documents/dt=YYYY-MM-DD``). Parameters as :class:`FetchLogWriter` (no fingerprint).
+    ``.../documents/dt=YYYY-MM-DD``). Parameters as :class:`jobs.fleet.fetch_log.FetchLogWriter`
+    (no fingerprint).
 
     Examples
     --------
@@ -45,53 +45,31 @@ class DocumentWriter(FetchLogWriter):
     ...                 "body": body})
     """
 
-    contract, arrow_schema = DOCUMENTS, DOCUMENTS.arrow_schema()
+    contract, arrow_schema, row_error = DOCUMENTS, DOCUMENTS.arrow_schema(), DocumentRowError
 
-    def __init__(self, out_dir: str, *, rows_per_part: int = ROWS_PER_PART, **kwargs) -> None:
-        super().__init__(out_dir, rows_per_part=rows_per_part, **kwargs)
+    def __init__(self, out_dir: str, *, date: str | None = None,
+                 rows_per_part: int = ROWS_PER_PART, endpoint_url: str | None = None,
+                 client=None, writer_id: str | None = None,
+                 max_url_length: int = DEFAULT_MAX_URL_LENGTH) -> None:
+        super().__init__(out_dir, date=date, rows_per_part=rows_per_part,
+                         endpoint_url=endpoint_url, client=client, writer_id=writer_id,
+                         max_url_length=max_url_length)
 
     def check(self, row: Mapping) -> dict:
         """The row as it will be written, or DocumentRowError (nothing is buffered)."""
-        n = self._seen
-        if not isinstance(row, Mapping):
-            raise DocumentRowError(n, "*", f"a row is a mapping, got {type(row).__name__}")
-        unknown = sorted(str(k) for k in row if k not in set(DOCUMENTS.names))
-        if unknown:
-            raise DocumentRowError(n, unknown[0], "not a documents column")
-        for col in DOCUMENTS.columns:
-            if col.required and col.name not in row:
-                raise DocumentRowError(n, col.name, "required column is missing")
-            if not col.nullable and col.name in row and row[col.name] is None:
-                raise DocumentRowError(n, col.name, "is null")
-        url = row["url"]
-        if not isinstance(url, str):
-            raise DocumentRowError(n, "url", f"not a string: {url!r}")
-        problem = url_problem(url, self.max_url_length)
-        if problem:
-            raise DocumentRowError(n, "url", f"{problem} ({url[:200]!r})")
-        host = url_host(url)
-        given = row.get("host")
-        if given is not None and (not isinstance(given, str) or normalize_host(given) != host):
-            raise DocumentRowError(n, "host", f"host_mismatch: {given!r} is not the URL's "
-                                              f"host {host!r}")
+        n, host = self._check_url(row)
         if row["kind"] not in KINDS:
             raise DocumentRowError(n, "kind", f"{row['kind']!r} is not one of {list(KINDS)}")
-        at = row["fetched_at"]
-        if not isinstance(at, datetime) or at.tzinfo is None:
-            raise DocumentRowError(n, "fetched_at", f"not a timezone-aware datetime: {at!r}")
-        at = at.astimezone(timezone.utc)
-        if self.day and not self.day[0] <= at < self.day[1]:
-            raise DocumentRowError(n, "fetched_at", f"{at.isoformat()} is outside the "
-                                                    f"partition's day {self.day[0].date()}")
-        status = row["status"]
-        if not _is_int(status) or not (status == 0 or 100 <= status <= 599):
-            raise DocumentRowError(n, "status", f"bad_status: {status!r} (0 or 100-599)")
+        at = self._check_fetch(row, n)
         body = row.get("body")
         if body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
             raise DocumentRowError(n, "body", f"not bytes: {type(body).__name__}")
         ctype = row.get("content_type")
         if ctype is not None and not isinstance(ctype, str):
             raise DocumentRowError(n, "content_type", f"not a string: {ctype!r}")
-        return {"url": url, "host": host, "kind": row["kind"], "fetched_at": at,
-                "status": status, "content_type": ctype,
+        return {"url": row["url"], "host": host, "kind": row["kind"], "fetched_at": at,
+                "status": row["status"], "content_type": ctype,
                 "body": bytes(body) if body is not None else None}
+
+    def __enter__(self) -> "DocumentWriter":
+        return self

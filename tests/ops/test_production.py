@@ -183,6 +183,7 @@ def _statuses(lines: dict[str, str]) -> dict[str, str]:
 def test_preflight_passes_on_a_deployment_set_up_as_documented(account):
     rc, lines, _ = account.preflight("--no-spark")
     statuses = _statuses(lines)
+    assert statuses.pop("intake") == "SKIP"  # intake.enabled is off in the production example
     assert rc == 0 and set(statuses.values()) == {"PASS"}, lines
     assert any(c.startswith("write s3://recrawl-data/state/") for c in lines)
     assert any(c.startswith("lock s3://recrawl-schedules/schedules/_locks/") for c in lines)
@@ -199,6 +200,50 @@ def test_preflight_passes_on_a_deployment_set_up_as_documented(account):
                     "recrawl-schedules": [],
                     "recrawl-artifacts": sorted("recrawl/" + os.path.basename(account.artefact[k])
                                                 for k in ("zip", "entry"))}
+
+
+INTAKE_NEEDS = [("read", "documents"), ("read", "host_policy"), ("read", "signals"),
+                ("write", "signals"), ("write", "host_policy"), ("write", "document_refs"),
+                ("write", "quarantine"), ("write", "_runs")]
+
+
+def _intake_lines(lines: dict[str, str]) -> dict[tuple[str, str], str]:
+    """(mode, prefix) -> 'STATUS reason' of the access checks naming the intake role."""
+    found = {}
+    for check, value in lines.items():
+        m = re.fullmatch(r"(read|write) s3://recrawl-data/([a-z_]+)/ \((.*)\)", check)
+        if m and "intake" in m.group(3).split(", "):
+            found[(m.group(1), m.group(2))] = value
+    return found
+
+
+def test_preflight_checks_intakes_tables_when_intake_is_enabled(account):
+    rc, lines, _ = account.preflight("--no-spark", "--set", "intake.enabled=true")
+    assert rc == 0 and set(_statuses(lines).values()) == {"PASS"}, lines
+    assert "intake" not in lines  # no SKIP: the role is checked
+    assert sorted(_intake_lines(lines)) == sorted(INTAKE_NEEDS)
+    assert lines["write s3://recrawl-data/document_refs/ (intake)"].startswith(
+        "PASS probe document_refs/_preflight/... written, read back, deleted")
+    assert lines["host_policy layout (intake)"].startswith("PASS dated snapshots")
+    client = account.s3.client()
+    assert sorted(o["Key"] for o in client.list_objects_v2(Bucket="recrawl-data")["Contents"]) == \
+        ["fetch_logs/dt=2026-12-31/part-0.parquet", "host_policy/dt=2026-12-31/_SUCCESS"]
+
+
+def test_preflight_fails_a_flat_host_policy_when_intake_is_enabled(account):
+    client = account.s3.client()
+    client.put_object(Bucket="recrawl-data", Key="host_policy/policy.parquet", Body=b"PAR1 x PAR1")
+    try:
+        rc, lines, _ = account.preflight("--no-spark", "--roles", "intake",
+                                         "--set", "intake.enabled=true")
+        off_rc, off, _ = account.preflight("--no-spark", "--roles", "intake")
+    finally:
+        client.delete_object(Bucket="recrawl-data", Key="host_policy/policy.parquet")
+    assert rc == 4
+    layout = lines["host_policy layout (intake)"]
+    assert layout.startswith("FAIL SchemaError: host_policy: ") and "policy.parquet" in layout
+    assert off_rc == 0 and off["intake"].startswith("SKIP intake.enabled is false")
+    assert "host_policy layout (intake)" not in off
 
 
 def test_preflight_fails_each_check_of_a_broken_deployment(account):
@@ -421,7 +466,9 @@ def test_e2e_day_one_walkthrough_preflight_passes_against_the_standalone_cluster
                       AIRFLOW_CONN_RECRAWL_SPARK=json.dumps({"conn_type": "spark",
                                                              "host": cluster["master"]}))
     rc, lines, _ = account.preflight(env=env)
-    assert rc == 0 and set(_statuses(lines).values()) == {"PASS"}, lines
+    statuses = _statuses(lines)
+    assert statuses.pop("intake") == "SKIP"  # intake.enabled is off in the production example
+    assert rc == 0 and set(statuses.values()) == {"PASS"}, lines
     executors = lines["spark executors"]
     assert f"Python {sys.version.split()[0]}, pyspark {s3a.SPARK_VERSION} = driver's" in executors
     assert lines[f"spark master {cluster['master']}"].startswith("PASS")

@@ -79,6 +79,7 @@ def day(spark, tmp_path_factory):
         {"host": "d.example", "crawl_delay_s": 60.0, "max_fetches_per_day": None,
          "source": "robots"},
     ], schema=schemas.HOST_POLICY.arrow_schema()), _mkdir(root / "host_policy" / f"dt={D0}"))
+    (root / "host_policy" / f"dt={D0}" / "_SUCCESS").touch()  # committed, as upstream's must be
     # upstream's own signals of D (IndexNow): kept beside intake's
     pq.write_table(pa.Table.from_pylist([
         {"url": "https://z.example/pushed", "signaled_at": AT, "source": "indexnow"}],
@@ -226,3 +227,24 @@ def write_docs_small(root):
     with DocumentWriter(f"{root}/documents/dt={D}", date=D) as w:
         w.write({"url": "https://a.example/robots.txt", "kind": "robots", "fetched_at": AT,
                  "status": 200, "body": b"User-agent: *\n"})
+
+
+def test_a_flat_host_policy_is_refused_up_front_when_intake_writes_dated_snapshots(tmp_path):
+    """Intake writes host_policy/dt=D; beside undated files that would be both layouts at
+    once, which every later run refuses. So intake and validate_logs (the DAG's first gate
+    with intake.enabled) refuse the flat layout by name before anything is written."""
+    from jobs import validate_logs
+    from jobs.errors import SchemaError
+
+    (tmp_path / "host_policy").mkdir()
+    pq.write_table(pa.Table.from_pylist([{"host": "a.example", "crawl_delay_s": 5.0,
+                                          "max_fetches_per_day": None, "source": None}],
+                                        schema=schemas.HOST_POLICY.arrow_schema()),
+                   str(tmp_path / "host_policy" / "policy.parquet"))
+    write_docs_small(tmp_path)
+    cfg = make_config(tmp_path, "intake.enabled=true")
+    for stage in (lambda: intake.run(cfg, D), lambda: validate_logs.run(cfg, D)):
+        with pytest.raises(SchemaError, match="undated snapshot files .*policy.parquet.* while "
+                                              "intake writes host_policy/dt=D"):
+            stage()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["documents", "host_policy"]

@@ -125,6 +125,43 @@ def test_a_dt_directory_that_is_not_a_date_is_refused(tmp_path):
         snapshots.find(cfg, "host_policy", S3)
 
 
+@pytest.mark.parametrize("run_date,want", [(S2, S1), ("2026-11-06", S2), (S3, S2),
+                                           ("2026-11-10", S3)])
+def test_previous_is_the_snapshot_of_the_day_before(tmp_path, run_date, want):
+    """What intake carries forward into host_policy/dt=D: never its own dt=D."""
+    cfg = _dated(str(tmp_path), commit=("marker", "success", "marker"))
+    assert snapshots.previous(cfg, "host_policy", run_date).dt == want
+
+
+def test_previous_is_none_on_or_before_the_first_snapshot_and_for_no_table(tmp_path):
+    cfg = _dated(str(tmp_path))
+    assert snapshots.previous(cfg, "host_policy", S1) is None  # dt=S1 is D's own (a re-run)
+    assert snapshots.previous(cfg, "host_policy", "2026-10-01") is None
+    assert snapshots.previous(make_config(str(tmp_path / "empty")), "host_policy", S2) is None
+
+
+def test_previous_skips_an_uncommitted_day_before_and_refuses_none_committed(tmp_path):
+    cfg = _dated(str(tmp_path), commit=("marker", "none", "marker"))
+    snap = snapshots.previous(cfg, "host_policy", "2026-11-06")
+    assert snap.dt == S1 and snap.skipped == (S2,)
+    cfg = _dated(str(tmp_path / "none"), commit=("none", "none", "marker"))
+    with pytest.raises(MissingPartitionError, match="none of dt=2026-11-01, dt=2026-11-05"):
+        snapshots.previous(cfg, "host_policy", S3)
+
+
+def test_require_dated_refuses_the_flat_layout_by_name(tmp_path):
+    root = str(tmp_path)
+    cfg = _dated(root)
+    snapshots.require_dated(cfg, "host_policy", "intake")  # dated: fine
+    snapshots.require_dated(make_config(str(tmp_path / "empty")), "host_policy", "intake")
+    flat = str(tmp_path / "flat")
+    write(flat, "host_policy", [{"host": "a.example", "crawl_delay_s": 5.0}], name="hp.parquet")
+    with pytest.raises(SchemaError, match=r"host_policy: .*flat/host_policy: file: undated "
+                                          r"snapshot files \(e.g. hp.parquet\) while intake "
+                                          r"writes host_policy/dt=D"):
+        snapshots.require_dated(make_config(flat), "host_policy", "intake")
+
+
 def test_validate_logs_checks_only_the_snapshot_of_the_day(tmp_path):
     from jobs import validate_logs
     from tests.tiny_web import fetch
