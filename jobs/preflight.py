@@ -77,7 +77,7 @@ ACCESS: dict[str, dict] = {
                      "write": {"data": ("state", "quarantine", "metrics", "hosts", "_runs")}},
     "allocate_build_schedule": {"stages": "allocate, build_schedule",
                                 "read": {"data": ("state", "hosts", "frontier", "importance",
-                                                  "host_policy")},
+                                                  "host_policy", "overrides")},
                                 "write": {"data": ("_work", "plan", "schedules", "metrics",
                                                    "_runs", "quarantine")}},
     "publish": {"stages": "publish",

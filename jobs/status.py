@@ -121,15 +121,8 @@ def day_status(cfg: Config, day: str, published: bool = True) -> dict:
 
 def state_dates(cfg: Config) -> list[str]:
     """The ``dt=`` dates of ``state/`` (committed or not), oldest first."""
-    import pyarrow.fs as pafs
-
-    from jobs.fleet.schedule import filesystem_for
-
-    fs, path = filesystem_for(cfg.paths.table("state"))
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return []
-    return sorted(i.base_name[3:] for i in fs.get_file_info(pafs.FileSelector(path))
-                  if i.type == pafs.FileType.Directory and i.base_name.startswith("dt="))
+    return sorted(name[3:] for name, is_dir in storage.list_dir(cfg.paths.table("state"))
+                  if is_dir and name.startswith("dt="))
 
 
 def status(cfg: Config, first: Optional[str] = None, last: Optional[str] = None,

@@ -22,15 +22,26 @@ def exists(uri: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def _entries(fs, path: str, recursive: bool):
+    """The entries under directory ``path``, from a listing alone; None when ``path`` is a
+    file. A role that may list a table's prefix and get the objects under it may not get
+    the bare key of the table's root (S3 answers 403 to that HeadObject), so a directory is
+    never looked up by its own key; a prefix with nothing under it lists as empty."""
+    try:
+        return fs.get_file_info(pafs.FileSelector(path, recursive=recursive,
+                                                  allow_not_found=True))
+    except NotADirectoryError:
+        return None
+
+
 def list_parquet_files(uri: str) -> list[str]:
-    """Data files under ``uri`` (recursive), skipping Spark's _/. marker files."""
+    """Data files under ``uri`` (recursive), skipping Spark's _/. marker files; ``[uri]``
+    when ``uri`` is one file."""
     fs, path = _resolve(uri)
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.NotFound:
-        return []
-    if info.type == pafs.FileType.File:
+    infos = _entries(fs, path, recursive=True)
+    if infos is None or (not infos and path.endswith(".parquet")
+                         and fs.get_file_info(path).type == pafs.FileType.File):
         return [uri]
-    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
     prefix = uri[: len(uri) - len(path)] if uri.endswith(path) else ""
     out = []
     for i in infos:
@@ -47,9 +58,7 @@ def list_dir(uri: str) -> list[tuple[str, bool]]:
     """The entries directly under ``uri`` as (name, is a directory), sorted; [] when it does
     not exist. Object stores list a "directory" for every key prefix."""
     fs, path = _resolve(uri)
-    if fs.get_file_info(path).type != pafs.FileType.Directory:
-        return []
-    infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    infos = _entries(fs, path, recursive=False) or []
     return sorted((posixpath.basename(i.path), i.type == pafs.FileType.Directory) for i in infos)
 
 

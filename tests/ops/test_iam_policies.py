@@ -67,7 +67,7 @@ NEEDS: dict[str, dict[str, set[str]]] = {
         reads=("documents",),
         writes=("signals", "host_policy", "document_refs", "quarantine", "_runs")),
     "allocate_build_schedule": spark_role(
-        reads=("state", "hosts", "frontier", "importance", "host_policy"),
+        reads=("state", "hosts", "frontier", "importance", "host_policy", "overrides"),
         writes=("_work", "plan", "schedules", "metrics", "_runs", "quarantine")),
     "publish": {
         "s3:GetObject": objs(DATA, "schedules") | objs(SCHED, "schedules"),

@@ -314,6 +314,70 @@ def test_preflight_fails_where_the_identity_lacks_a_permission(account):
     assert "403" in lines["artefact s3a://recrawl-artifacts/recrawl/recrawl_jobs-0.1.0.zip"]
 
 
+# What each role's driver reads before Spark starts, at a table's root: snapshots of
+# importance and host_policy, the operator's overrides, the dates of state.
+ROOT_READS = """
+import sys
+from jobs import overrides, snapshots, status
+from jobs.config import load_config
+cfg = load_config(sys.argv[1])
+for table in sys.argv[3:]:
+    if table == "overrides":
+        overrides.load(cfg, sys.argv[2])
+    elif table == "state":
+        status.state_dates(cfg)
+    else:
+        snapshots.find(cfg, table, sys.argv[2])
+    print("read", table)
+"""
+
+
+@pytest.mark.parametrize("role, tables", [
+    ("allocate_build_schedule", ("importance", "host_policy", "overrides", "state")),
+    ("update_state", ("importance", "host_policy", "state")),
+    ("intake", ("host_policy",)),
+])
+def test_each_roles_driver_reads_its_tables_roots_under_its_real_policy(account, role, tables):
+    """A restricted role may list a table's prefix and get its objects, never the bare key of
+    the table's root (S3 answers 403 to that HeadObject): the driver's reads of table roots
+    pass under the role's own policy (iam/<role>.json), enforced by moto's IAM."""
+    import boto3
+
+    iam = boto3.client("iam", endpoint_url=account.endpoint, region_name="us-east-1")
+    user = f"{role.replace('_', '-')}-only"
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName=role,
+                        PolicyDocument=account.fill((PROD / "iam" / f"{role}.json").read_text()))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    host, port = account.endpoint.removeprefix("http://").split(":")
+
+    def auth_after(count: str) -> None:
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("POST", "/moto-api/reset-auth", body=count)
+        assert conn.getresponse().status == 200
+        conn.close()
+
+    import pyarrow.parquet as pq
+
+    from jobs import schemas
+    body = io.BytesIO()
+    pq.write_table(schemas.OVERRIDES.arrow_schema().empty_table(), body)
+    account.s3.client().put_object(Bucket="recrawl-data", Key="overrides/ops.parquet",
+                                   Body=body.getvalue())
+    auth_after("0")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", ROOT_READS, str(account.config), "2026-12-31", *tables],
+            capture_output=True, text=True, timeout=300, cwd=REPO,
+            env=account.env(AWS_ACCESS_KEY_ID=key["AccessKeyId"],
+                            AWS_SECRET_ACCESS_KEY=key["SecretAccessKey"], AWS_SESSION_TOKEN=None))
+    finally:
+        auth_after("inf")
+        account.s3.client().delete_object(Bucket="recrawl-data", Key="overrides/ops.parquet")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[:-1] == [f"read {t}" for t in tables]
+
+
 class SkewedClockProxy:
     """A loopback proxy to ``upstream`` whose answers carry a Date ``skew_s`` seconds off."""
 
