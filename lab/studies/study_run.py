@@ -16,6 +16,9 @@ prints
   on the last state, the planner's own rule) and those it does not: pages, visits a day,
   the freshness the model expects (:func:`jobs.core.timing.expected_freshness` at λ̂, the
   visits and the rhythm) against the freshness measured and the oracle's;
+* ``visits by speed``: where ``optimal``'s visits to Poisson pages differ from the oracle's,
+  per decade of the true λ and λ̂ against it: the visits a day more than the oracle's and
+  the importance-weighted fresh days they bought (Σ w (F − F_oracle), days per day);
 * ``poisson loss``: the Poisson pages' importance-weighted freshness below the oracle's per
   evidence group -- observations in state (0, 1-2, 3-10, more), whether every one saw a
   change, and λ̂ against the true λ (``over``/``under``: off by more than 1.5×) -- in % of
@@ -103,6 +106,25 @@ def poisson_loss(pages: pd.DataFrame) -> pd.DataFrame:
     return g.sort_values("loss", ascending=False)
 
 
+SPEED_EDGES = (0.0, 0.05, 0.5, 2.0, np.inf)
+SPEED_LABELS = ("<0.05", "0.05-0.5", "0.5-2", ">2")
+
+
+def poisson_visits(pages: pd.DataFrame) -> pd.DataFrame:
+    """Per (true λ band, λ̂ over/ok/under) of the Poisson pages of ``pages``: pages, the visits
+    a day above the oracle's, and ``fresh_w`` = Σ w (F − F_oracle)."""
+    p = pages[pages["kind"] == "poisson"]
+    ratio = p["lambda_hat"] / p["lam"]
+    frame = pd.DataFrame({
+        "lam": pd.cut(p["lam"], SPEED_EDGES, labels=SPEED_LABELS),
+        "lambda_hat": np.where(ratio > OFF_BY, "over", np.where(ratio < 1 / OFF_BY, "under", "ok")),
+        "extra_visits": p["f"] - p["f_oracle"],
+        "fresh_w": p["importance"] * (p["F"] - p["F_oracle"])})
+    return frame.groupby(["lam", "lambda_hat"], observed=True).agg(
+        pages=("fresh_w", "size"), extra_visits=("extra_visits", "sum"),
+        fresh_w=("fresh_w", "sum"))
+
+
 def run_pages(out: str, workdir: str, seed: int, params: timing.TimingParams) -> pd.DataFrame:
     """One seed's per-page frame (:func:`lab.studies.study_gap.seed_pages`) with the last
     state's observation counts and the planner's rhythm of each page (``period_s``)."""
@@ -129,6 +151,10 @@ def main(argv=None) -> int:
         pages = run_pages(args.out, args.workdir, seed, params)
         print(f"\nseed {seed}: timed pages (visits a day summed, freshness weighted)")
         print(timed_table(pages).round(3).to_string())
+        speed = poisson_visits(pages)
+        print(f"seed {seed}: Poisson pages' visits a day above the oracle's "
+              f"(all: {speed['extra_visits'].sum():+.1f}) and the weighted freshness they bought")
+        print(speed.round(2).to_string())
         loss = poisson_loss(pages)
         print(f"seed {seed}: Poisson pages' loss to the oracle by evidence "
               f"(% of their oracle freshness; all groups {loss['loss'].sum():+.2f})")

@@ -91,3 +91,17 @@ def test_run_pages_join_the_state_by_url_when_a_page_never_reached_it(tmp_path):
     assert list(got.index) == [urls[0], urls[2]]
     assert got.loc[urls[2], "n_observations"] == 9.0 and got.loc[urls[2], "lambda_hat"] == 2.2
     assert got.loc[urls[0], "n_changes"] == 1.0 and got.loc[urls[0], "lam"] == 0.5
+
+
+def test_poisson_visits_by_speed_and_estimate():
+    pages = pd.DataFrame({
+        "kind": ["poisson", "poisson", "poisson", "daily"],
+        "lam": [0.01, 5.0, 5.0, 1.0], "lambda_hat": [0.03, 2.0, 5.5, 1.0],
+        "importance": [1.0, 2.0, 1.0, 9.0], "f": [0.1, 0.5, 0.3, 1.0],
+        "f_oracle": [0.05, 0.2, 0.3, 0.5], "F": [0.9, 0.2, 0.1, 0.8],
+        "F_oracle": [0.8, 0.1, 0.1, 0.4]})
+    t = study_run.poisson_visits(pages)
+    assert list(t.index) == [("<0.05", "over"), (">2", "ok"), (">2", "under")]
+    assert t.loc[("<0.05", "over"), "extra_visits"] == pytest.approx(0.05)
+    assert t.loc[(">2", "under"), "fresh_w"] == pytest.approx(0.2)
+    assert t["pages"].sum() == 3                       # the daily page is not Poisson
