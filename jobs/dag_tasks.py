@@ -113,6 +113,7 @@ def run_report(cfg: Config, date: str) -> dict:
     from jobs import metrics, report
     from jobs.core import alert_rules
     from jobs.fleet.schedule import filesystem_for
+    from jobs.storage import make_dirs
     from jobs.objstore import open_store
     from jobs.partitions import MissingPartitionError
     from jobs.report_html import render
@@ -121,7 +122,7 @@ def run_report(cfg: Config, date: str) -> dict:
     page = render(doc).encode("utf-8")
     local = report_path(cfg, date)
     fs, path = filesystem_for(local)
-    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    make_dirs(fs, path.rsplit("/", 1)[0])
     with fs.open_output_stream(path) as fh:
         fh.write(page)
     published = None

@@ -119,7 +119,7 @@ def _copy_commit(files: list[str], dest: str, table: str) -> Optional[dict]:
         target = f"{dest.rstrip('/')}/part-{k:05d}-{job}-c000.snappy.parquet"
         _, src_path = filesystem_for(src)
         _, dst_path = filesystem_for(target)
-        fs.create_dir(posixpath.dirname(dst_path), recursive=True)
+        storage.make_dirs(fs, posixpath.dirname(dst_path))
         fs.copy_file(src_path, dst_path)
         copied.append(target)
     return partitions.commit_files(dest, table, copied)

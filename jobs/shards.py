@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from jobs.fleet.schedule import (SCHEDULE_SCHEMA, SHARD_COLUMN, SHARD_INDEX_NAME,
                                  SHARD_INDEX_VERSION, ScheduleSchemaError, check_schedule_values,
                                  check_shard_info, filesystem_for, shard_of)
+from jobs.storage import make_dirs
 
 # Sorting on every column of the contract makes the row order (and so the bytes) independent
 # of input order: host, then time, then the rest (tests check it names every column once).
@@ -106,7 +107,7 @@ def write_shard(df: pd.DataFrame, out_dir: str, shard_id: int, *,
     sha256 = hashlib.sha256(data).hexdigest()
     name = f"shard-{shard_id:05d}-{sha256[:12]}.parquet"
     fs, base = filesystem_for(out_dir)
-    fs.create_dir(base, recursive=True)
+    make_dirs(fs, base)
     path = f"{base.rstrip('/')}/{name}"
     if isinstance(fs, pafs.LocalFileSystem):
         # Write-then-rename so a crashed task never leaves a truncated file under the final name.
@@ -170,7 +171,7 @@ def write_shard_index(out_dir: str, infos: Iterable[Mapping], *, n_shards: int) 
     index = {"schema_version": SHARD_INDEX_VERSION, "n_shards": n_shards,
              "shards": [by_shard[s] for s in sorted(by_shard)]}
     fs, base = filesystem_for(out_dir)
-    fs.create_dir(base, recursive=True)
+    make_dirs(fs, base)
     path = f"{base.rstrip('/')}/{SHARD_INDEX_NAME}"
     with fs.open_output_stream(path) as out:
         out.write(json.dumps(index, sort_keys=True, indent=2).encode() + b"\n")

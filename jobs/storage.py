@@ -66,6 +66,14 @@ def filesystem_for(uri: str):
     return _resolve(uri)[0]
 
 
+def make_dirs(fs, path: str) -> None:
+    """Create directory ``path`` and its parents on a local filesystem. An object store has
+    no directories, and pyarrow's ``create_dir`` there asks for the bucket (HeadBucket),
+    which a role allowed to list only its own prefixes may not: nothing to do."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(path, recursive=True)
+
+
 def read_json(uri: str) -> Optional[Any]:
     fs, path = _resolve(uri)
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
@@ -79,7 +87,7 @@ def write_json(uri: str, obj: Any, atomic: bool = True) -> None:
     bytes go to a temporary name first and are renamed into place; on an object store a
     single PUT is already atomic (and there is no rename)."""
     fs, path = _resolve(uri)
-    fs.create_dir(posixpath.dirname(path), recursive=True)
+    make_dirs(fs, posixpath.dirname(path))
     body = json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
     local = isinstance(fs, pafs.LocalFileSystem)
     target = f"{path}.tmp-{uuid.uuid4().hex}" if atomic and local else path
@@ -99,7 +107,7 @@ def write_parquet(uri: str, table) -> None:
     import pyarrow.parquet as pq
 
     fs, path = _resolve(uri)
-    fs.create_dir(posixpath.dirname(path), recursive=True)
+    make_dirs(fs, posixpath.dirname(path))
     pq.write_table(table, path, filesystem=fs)
 
 

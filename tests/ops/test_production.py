@@ -318,11 +318,24 @@ def test_preflight_fails_where_the_identity_lacks_a_permission(account):
 # importance and host_policy, the operator's overrides, the dates of state.
 ROOT_READS = """
 import sys
-from jobs import overrides, snapshots, status
+from jobs import overrides, snapshots, status, storage
 from jobs.config import load_config
 cfg = load_config(sys.argv[1])
 for table in sys.argv[3:]:
-    if table == "overrides":
+    if table.startswith("write:"):  # a run record and a Parquet file, as the stages write them
+        import pyarrow as pa
+        prefix = cfg.paths.table(table[6:], sys.argv[2])
+        storage.write_json(f"{prefix}/probe-record/record.json", {"ok": True})
+        storage.write_parquet(f"{prefix}/probe/part-0.parquet", pa.table({"x": [1]}))
+        assert storage.read_json(f"{prefix}/probe-record/record.json") == {"ok": True}
+        listed = storage.list_parquet_files(f"{prefix}/probe")
+        assert [f.rsplit("/", 1)[1] for f in listed] == ["part-0.parquet"], listed
+        # one DeleteObject each: moto's IAM refuses the multi-object delete that delete_dir
+        # sends, which S3 authorises per key (s3:DeleteObject, granted on these prefixes)
+        for f in (*listed, f"{prefix}/probe-record/record.json"):
+            storage.delete_file(f)
+        assert not storage.list_parquet_files(f"{prefix}/probe")
+    elif table == "overrides":
         overrides.load(cfg, sys.argv[2])
     elif table == "state":
         status.state_dates(cfg)
@@ -333,14 +346,16 @@ for table in sys.argv[3:]:
 
 
 @pytest.mark.parametrize("role, tables", [
-    ("allocate_build_schedule", ("importance", "host_policy", "overrides", "state")),
-    ("update_state", ("importance", "host_policy", "state")),
-    ("intake", ("host_policy",)),
+    ("allocate_build_schedule", ("importance", "host_policy", "overrides", "state",
+                                 "write:_runs", "write:plan")),
+    ("update_state", ("importance", "host_policy", "state", "write:_runs", "write:quarantine")),
+    ("intake", ("host_policy", "write:_runs", "write:signals")),
 ])
 def test_each_roles_driver_reads_its_tables_roots_under_its_real_policy(account, role, tables):
     """A restricted role may list a table's prefix and get its objects, never the bare key of
-    the table's root (S3 answers 403 to that HeadObject): the driver's reads of table roots
-    pass under the role's own policy (iam/<role>.json), enforced by moto's IAM."""
+    the table's root (S3 answers 403 to that HeadObject): the driver's reads of table roots,
+    and its small writes (run records, Parquet parts, their deletes) under a partition
+    of D, pass under the role's own policy (iam/<role>.json), enforced by moto's IAM."""
     import boto3
 
     iam = boto3.client("iam", endpoint_url=account.endpoint, region_name="us-east-1")
