@@ -322,7 +322,11 @@ from jobs import overrides, snapshots, status, storage
 from jobs.config import load_config
 cfg = load_config(sys.argv[1])
 for table in sys.argv[3:]:
-    if table.startswith("write:"):  # a run record and a Parquet file, as the stages write them
+    if table.startswith("record:"):  # a run record, as the Airflow worker's tasks write it
+        record = cfg.paths.table(table[7:], sys.argv[2]) + "/probe-record/record.json"
+        storage.write_json(record, {"ok": True})
+        assert storage.read_json(record) == {"ok": True}
+    elif table.startswith("write:"):  # a run record and a Parquet file, as the stages write them
         import pyarrow as pa
         prefix = cfg.paths.table(table[6:], sys.argv[2])
         storage.write_json(f"{prefix}/probe-record/record.json", {"ok": True})
@@ -350,6 +354,8 @@ for table in sys.argv[3:]:
                                  "write:_runs", "write:plan")),
     ("update_state", ("importance", "host_policy", "state", "write:_runs", "write:quarantine")),
     ("intake", ("host_policy", "write:_runs", "write:signals")),
+    ("airflow_worker", ("importance", "host_policy", "record:_runs")),
+    ("verify", ("host_policy",)),
 ])
 def test_each_roles_driver_reads_its_tables_roots_under_its_real_policy(account, role, tables):
     """A restricted role may list a table's prefix and get its objects, never the bare key of
@@ -359,7 +365,7 @@ def test_each_roles_driver_reads_its_tables_roots_under_its_real_policy(account,
     import boto3
 
     iam = boto3.client("iam", endpoint_url=account.endpoint, region_name="us-east-1")
-    user = f"{role.replace('_', '-')}-only"
+    user = f"{role.replace('_', '-')}-roots"
     iam.create_user(UserName=user)
     iam.put_user_policy(UserName=user, PolicyName=role,
                         PolicyDocument=account.fill((PROD / "iam" / f"{role}.json").read_text()))
@@ -389,6 +395,8 @@ def test_each_roles_driver_reads_its_tables_roots_under_its_real_policy(account,
     finally:
         auth_after("inf")
         account.s3.client().delete_object(Bucket="recrawl-data", Key="overrides/ops.parquet")
+        account.s3.client().delete_object(Bucket="recrawl-data",
+                                          Key="_runs/dt=2026-12-31/probe-record/record.json")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split("\n")[:-1] == [f"read {t}" for t in tables]
 
