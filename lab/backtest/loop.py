@@ -28,7 +28,7 @@ import pyarrow as pa
 from jobs import (allocate, build_schedule, dag_tasks, intake, rebuild_state, update_state,
                   validate_logs)
 from lab.backtest import audit
-from lab.backtest.report import page_kinds
+from lab.backtest.report import TRUE_RATE_POLICIES, page_kinds
 from jobs.config import Config, load_config, toml_text
 from jobs.core import budget_curve
 from jobs.core.plan import host_cap
@@ -41,7 +41,7 @@ from lab.sim.contract import (FETCH_LOG_SCHEMA, FRONTIER_SCHEMA, HOST_POLICY_SCH
 from jobs.verify import read_schedule
 
 BUCKET = "recrawl-backtest"
-POLICIES = ("uniform", "proportional", "adaptive", "optimal", "oracle")
+POLICIES = ("uniform", "proportional", "adaptive", "optimal", "oracle", "informed")
 # The backtest's web has a weekly rhythm (issue 14) unless --web process_shares=... says otherwise;
 # WebParams' own default keeps the weekly share 0, so other users' webs are unchanged.
 PROCESS_SHARES = (0.6, 0.15, 0.15, 0.1)
@@ -50,6 +50,8 @@ AUDIT_RATE_KEY = "audit.sample_rate"
 # Off for the oracle: it is the Poisson optimum with the true rates, the ceiling to beat
 # (no learnt rhythm, no probes of rates it knows).
 ORACLE_OFF = {"timing.enabled": "false", "estimation.probe_factor": "0"}
+# Off for ``informed``: probes buy knowledge of rates it is given.
+INFORMED_OFF = {"estimation.probe_factor": "0"}
 TRUTH_PAGES_SCHEMA = pa.schema([("url", pa.string()), ("kind", pa.string()),
                                 ("period_s", pa.float64()), ("change_s", pa.float64())])
 
@@ -161,17 +163,18 @@ def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | 
             f"publish.endpoint_url={endpoint or ''}"]
     # The oracle is optimal with the true rates, which reach allocate as its backtest-only
     # argument (oracle_table), never through the production config.
-    pol = [f"policy.name={'optimal' if policy == 'oracle' else policy}"]
+    pol = [f"policy.name={'optimal' if policy in TRUE_RATE_POLICIES else policy}"]
     if config_has(AUDIT_RATE_KEY):  # the planner's audit sample is the harness's sample
         pol.append(f"{AUDIT_RATE_KEY}={spec.audit_rate}")
-    if policy == "oracle":  # the oracle stays the Poisson optimum (issue 14)
-        pol += [f"{key}={value}" for key, value in ORACLE_OFF.items() if config_has(key)]
+    off = {"oracle": ORACLE_OFF, "informed": INFORMED_OFF}.get(policy, {})
+    # the oracle stays the Poisson optimum (issue 14)
+    pol += [f"{key}={value}" for key, value in off.items() if config_has(key)]
     return load_config(None, base + pol + list(spec.overrides))
 
 
 def oracle_table(root: Path, policy: str) -> str | None:
     """The table of true rates allocate takes for ``policy`` (only the oracle has one)."""
-    return str(root / "_truth" / "lambda") if policy == "oracle" else None
+    return str(root / "_truth" / "lambda") if policy in TRUE_RATE_POLICIES else None
 
 
 # ------------------------------------------------------------------- inputs

@@ -226,3 +226,25 @@ def test_tiny_backtest_with_intake_reads_dated_host_policy_snapshots(spark, tmp_
     data = next(p for p in work.rglob("host_policy") if p.is_dir())
     assert not list(data.glob("*.parquet"))  # no flat files beside the dated snapshots
     assert len(list(data.glob("dt=*"))) >= 2  # upstream's first day and intake's days
+
+
+def test_informed_plans_with_the_true_rates_and_its_rhythms_and_is_never_the_winner(tmp_path):
+    """``informed`` is optimal given the oracle's true rates with timing left on and probes
+    off (it knows the rates they would buy): a lab diagnostic of what knowing λ is worth,
+    which, like the oracle, no production planner can be, so it never wins a headline."""
+    from lab.backtest.loop import BacktestSpec, oracle_table, planner_config
+
+    spec, root = BacktestSpec(urls=50, days=1), tmp_path / "seed0" / "informed"
+    conf = {p: planner_config(spec, root, p, None) for p in ("optimal", "oracle", "informed")}
+    assert {c.policy.name for c in conf.values()} == {"optimal"}
+    assert [conf[p].timing.enabled for p in ("optimal", "oracle", "informed")] == [
+        True, False, True]
+    assert conf["informed"].estimation.probe_factor == 0 < conf["optimal"].estimation.probe_factor
+    assert oracle_table(root, "informed") == oracle_table(root, "oracle") == str(
+        root / "_truth" / "lambda")
+    assert oracle_table(root, "optimal") is None
+    runs = pd.DataFrame({"policy": ["optimal", "oracle", "informed"], "seed": 0, "status": "ok",
+                         "freshness_weighted": [0.80, 0.79, 0.85]})
+    text = headline(summary_table(runs))
+    assert text.startswith("optimal won on importance-weighted freshness: 0.800")
+    assert "informed" not in text
