@@ -51,7 +51,7 @@ def bucketed(cfg: Config, pages, page_rows: int = 0):
     URL patterns are matched here once (``plan_work.PATTERN_COLUMN``)."""
     from pyspark.sql import functions as F
 
-    times = (*host_plan.TIME_COLUMNS, host_plan.CONFIRMED_COLUMN)
+    times = (*host_plan.TIME_COLUMNS, host_plan.CONFIRMED_COLUMN, host_plan.CHANGE_COLUMN)
     cols = [F.col(c).cast("double").alias(c) if c in times else F.col(c)
             for c in pages.columns]
     pattern = lanes.compile_patterns(cfg.lanes.fast_patterns)

@@ -57,6 +57,9 @@ TIME_COLUMNS = ("last_fetch_at", "last_success_at", "pending_signal_at", "signal
 # Optional: the last confirmed copy (state's last_known_at), what P(changed) counts from on a
 # host whose 304s are not trusted (plan_work.stale_since).
 CONFIRMED_COLUMN = "last_known_at"
+# Optional: the fetch that last saw a change (state's last_change_at). A burst recheck needs
+# the last fetch to be that one: a recheck that found the copy unchanged ends the burst.
+CHANGE_COLUMN = "last_change_at"
 # A page's learnt rhythm (jobs.core.timing) as plan_work.prepare gives it to due_visits.
 TIMED_COLUMNS = ("period_s", "phase_s", "spread_s")
 
@@ -237,6 +240,13 @@ def _early_visits(pages: pd.DataFrame, work: pd.DataFrame, rate, last_success, l
     t = ctx.timing
     if t is None or not t.enabled or t.burst_max_poisson_prob <= 0 or "last_modified" not in pages:
         return out
+    if CHANGE_COLUMN in pages:
+        # Only a change the last fetch found: the same Last-Modified seen again by a recheck
+        # is the burst over (a slow page's one change would otherwise look recent to its λ̂
+        # for days, and be rechecked every burst_recheck_s until it did not).
+        found = plan_work.seconds(pages, CHANGE_COLUMN)
+        with np.errstate(invalid="ignore"):
+            candidates = candidates & (found >= last_success)
     rows = np.flatnonzero(candidates & trusted)
     if rows.size == 0:
         return out

@@ -81,7 +81,8 @@ def test_due_visits_moves_the_next_visit_to_the_recheck():
     assert late["due_s"].iloc[0] == W0 + 5 * HOUR
 
 
-def _plan(trust_lm: bool, age_s: float, timing_on: bool = True):
+def _plan(trust_lm: bool, age_s: float, timing_on: bool = True, lam: float = 0.2,
+          changed_at=None):
     cfg = Config()
     ctx = plan_context(cfg, W0, W0 + DAY_S)
     if not timing_on:
@@ -93,11 +94,13 @@ def _plan(trust_lm: bool, age_s: float, timing_on: bool = True):
     at = pd.Timestamp(success, unit="s", tz="UTC")
     pages = pd.DataFrame({
         "host": ["h.example"], "url": ["https://h.example/live"], "lane": ["refresh"],
-        "lambda_hat": [0.2], "importance": [1.0], "interval_s": [5 * DAY_S], "gone": [False],
+        "lambda_hat": [lam], "importance": [1.0], "interval_s": [5 * DAY_S], "gone": [False],
         "last_fetch_at": [at], "last_success_at": [at], "pending_signal_at": [pd.NaT],
         "etag": [None], "last_modified": [http_fields.imf_fixdate(int(success - age_s))],
         "method_hint": ["conditional"], "crawl_delay_s": [10.0], "max_fetches_per_day": [np.nan],
         "trust_lm": [trust_lm]})
+    if changed_at is not None:  # state's last_change_at: the fetch that last saw a change
+        pages[host_plan.CHANGE_COLUMN] = [pd.Timestamp(success + changed_at, unit="s", tz="UTC")]
     out = host_plan.plan_bucket(pages, ctx)
     return out[out.url.notna() & out.reason.isna()]
 
@@ -112,6 +115,21 @@ def test_the_planner_rechecks_a_page_caught_mid_burst_twelve_hours_later():
     assert _plan(trust_lm=False, age_s=20 * 60).empty
     assert _plan(trust_lm=True, age_s=3 * DAY_S).empty
     assert _plan(trust_lm=True, age_s=20 * 60, timing_on=False).empty
+
+
+def test_a_recheck_that_found_no_new_change_ends_the_burst():
+    """A page that changes once a season (λ̂ 0.004 a day) changed 3 days before a fetch: to
+    its λ̂ that age is a burst (P = 1.2 %). Rechecked, it shows the same Last-Modified: the
+    burst is over, and the page returns to its rhythm. Judged on the age alone, that one
+    change stays "recent" for 5 days and is rechecked every 12 hours (10 visits)."""
+    slow = dict(trust_lm=True, age_s=3 * DAY_S, lam=0.004)
+    found = _plan(**slow, changed_at=0.0)              # the last fetch found the change
+    assert list(found["due_s"]) == [W0 + 8 * HOUR]
+    assert _plan(**slow, changed_at=-12 * HOUR).empty  # the recheck before it did, not this one
+    assert _plan(**slow, changed_at=-30 * DAY_S).empty
+    assert list(_plan(**slow)["due_s"]) == [W0 + 8 * HOUR]  # state without the column: age alone
+    # a fast burst whose recheck found a new change is rechecked again
+    assert list(_plan(trust_lm=True, age_s=20 * 60, changed_at=0.0)["due_s"]) == [W0 + 8 * HOUR]
 
 
 def test_garbage_last_modified_values_never_mark_a_burst():
