@@ -129,8 +129,8 @@ def main(argv=None) -> int:
     ap.add_argument("--policy", default="optimal")
     args = ap.parse_args(argv)
     if args.family:
-        print(family(args.family, args.label or ["base"], policy=args.policy)
-              .astype(object).fillna("").to_markdown(index=False))
+        t = family(args.family, args.label or ["base"], policy=args.policy).astype(object)
+        print(t.where(t.notna(), "").to_markdown(index=False))
         return 0
     if not (args.oracle and args.run):
         ap.error("need --oracle and --run, or --family")
