@@ -25,8 +25,9 @@ sooner than its rhythm (the rest of its visits follow 1/f after it), with
 page's long-run λ̂, so the day's cut ranks it as a page that keeps changing. A recheck that
 finds the burst still going (a new change, another short age) is followed by another; the
 first that finds it over (no new change: the planner rechecks only a page whose last fetch
-found a change, :func:`jobs.core.host_plan._early_visits`) returns the page to its rhythm. So the rate rises while a burst lasts and falls after
-it, with no state beyond the last fetch and its Last-Modified. The recheck is worth its visit
+found a change, :func:`jobs.core.host_plan._early_visits`) returns the page to its rhythm.
+So the rate rises while a burst lasts and falls after it, with no state beyond the last
+fetch, its Last-Modified and whether it found a change. The recheck is worth its visit
 when it lands after the burst: the copy is then fresh until the next burst (mean
 :math:`1/\hat\lambda`) instead of stale until the next visit.
 """

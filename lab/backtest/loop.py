@@ -173,7 +173,7 @@ def planner_config(spec: BacktestSpec, root: Path, policy: str, endpoint: str | 
 
 
 def oracle_table(root: Path, policy: str) -> str | None:
-    """The table of true rates allocate takes for ``policy`` (only the oracle has one)."""
+    """The table of true rates allocate takes for ``policy`` (``TRUE_RATE_POLICIES`` only)."""
     return str(root / "_truth" / "lambda") if policy in TRUE_RATE_POLICIES else None
 
 
