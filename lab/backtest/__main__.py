@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lab.backtest.loop import POLICIES, BacktestSpec, prepare_history, run_policy, spec_dict
+from lab.backtest.loop import (DEFAULT_POLICIES, POLICIES, BacktestSpec, prepare_history,
+                               run_policy, spec_dict)
 from lab.backtest.report import kind_text, write_report
 from lab.sim.params import WEB_FAMILY, family_web, web_overrides
 
@@ -34,7 +35,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--days", type=int, default=5, help="planned days per policy")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--budget-share", type=float, default=0.25, help="budget, share of URLs/day")
-    ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    ap.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES), choices=POLICIES)
     ap.add_argument("--sweep", type=float, nargs="*", default=[0.1, 0.5],
                     help="extra budget shares for the what-if sweep (first seed only)")
     ap.add_argument("--no-sweep", action="store_true")

@@ -42,6 +42,9 @@ from jobs.verify import read_schedule
 
 BUCKET = "recrawl-backtest"
 POLICIES = ("uniform", "proportional", "adaptive", "optimal", "oracle", "informed")
+# What a backtest runs unless told: the planner, its baselines and the oracle (``informed``
+# is a diagnostic, run by name).
+DEFAULT_POLICIES = POLICIES[:5]
 # The backtest's web has a weekly rhythm (issue 14) unless --web process_shares=... says otherwise;
 # WebParams' own default keeps the weekly share 0, so other users' webs are unchanged.
 PROCESS_SHARES = (0.6, 0.15, 0.15, 0.1)
