@@ -243,10 +243,13 @@ def _early_visits(pages: pd.DataFrame, work: pd.DataFrame, rate, last_success, l
     if CHANGE_COLUMN in pages:
         # Only a change the last fetch found: the same Last-Modified seen again by a recheck
         # is the burst over (a slow page's one change would otherwise look recent to its λ̂
-        # for days, and be rechecked every burst_recheck_s until it did not).
+        # for days, and be rechecked every burst_recheck_s until it did not). A page fetched
+        # once (no observation yet) found its Last-Modified at that fetch.
         found = plan_work.seconds(pages, CHANGE_COLUMN)
+        observed = plan_work.column(pages, "n_observations", np.nan).to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
-            candidates = candidates & (found >= last_success)
+            first = np.isnan(found) & ~(observed > 0)
+            candidates = candidates & ((found >= last_success) | first)
     rows = np.flatnonzero(candidates & trusted)
     if rows.size == 0:
         return out

@@ -82,7 +82,7 @@ def test_due_visits_moves_the_next_visit_to_the_recheck():
 
 
 def _plan(trust_lm: bool, age_s: float, timing_on: bool = True, lam: float = 0.2,
-          changed_at=None):
+          changed_at=None, observations=None):
     cfg = Config()
     ctx = plan_context(cfg, W0, W0 + DAY_S)
     if not timing_on:
@@ -100,7 +100,10 @@ def _plan(trust_lm: bool, age_s: float, timing_on: bool = True, lam: float = 0.2
         "method_hint": ["conditional"], "crawl_delay_s": [10.0], "max_fetches_per_day": [np.nan],
         "trust_lm": [trust_lm]})
     if changed_at is not None:  # state's last_change_at: the fetch that last saw a change
-        pages[host_plan.CHANGE_COLUMN] = [pd.Timestamp(success + changed_at, unit="s", tz="UTC")]
+        pages[host_plan.CHANGE_COLUMN] = [pd.NaT if np.isnan(changed_at) else
+                                          pd.Timestamp(success + changed_at, unit="s", tz="UTC")]
+    if observations is not None:
+        pages["n_observations"] = [float(observations)]
     out = host_plan.plan_bucket(pages, ctx)
     return out[out.url.notna() & out.reason.isna()]
 
@@ -130,6 +133,12 @@ def test_a_recheck_that_found_no_new_change_ends_the_burst():
     assert list(_plan(**slow)["due_s"]) == [W0 + 8 * HOUR]  # state without the column: age alone
     # a fast burst whose recheck found a new change is rechecked again
     assert list(_plan(trust_lm=True, age_s=20 * 60, changed_at=0.0)["due_s"]) == [W0 + 8 * HOUR]
+    # never seen changed: a page fetched once found its Last-Modified then (a burst caught at
+    # its first fetch); one compared before and found unchanged every time did not
+    first = dict(trust_lm=True, age_s=20 * 60, changed_at=np.nan)
+    assert list(_plan(**first, observations=0)["due_s"]) == [W0 + 8 * HOUR]
+    assert list(_plan(**first)["due_s"]) == [W0 + 8 * HOUR]
+    assert _plan(**{**slow, "changed_at": np.nan}, observations=3).empty
 
 
 def test_garbage_last_modified_values_never_mark_a_burst():
