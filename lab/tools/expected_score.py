@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lab.backtest.report import KINDS, page_kinds
+from lab.backtest.report import KINDS, kind_freshness, page_kinds
+from lab.tools.family_table import pages as run_pages
 
 DAY_S = 86400.0
 POISSON_KINDS = ("poisson", "front")
@@ -72,8 +73,9 @@ def expected_fresh_days(fetch_s, lam, start_s, end_s):
 def expected_pages(report: str, policy: str) -> pd.DataFrame:
     """``policy``'s pages of ``report`` with ``fresh_days`` replaced by their expectation
     where the module notes allow (``expected``: whether it was)."""
-    pages = pd.read_parquet(Path(report) / "data" / "pages.parquet")
-    pages = pages[pages["policy"] == policy].reset_index(drop=True)
+    pages = run_pages(report, policy).reset_index(drop=True)
+    if pages.empty:
+        raise ValueError(f"{report}: no {policy!r} pages in data/pages.parquet")
     if pages["seed"].nunique() != 1:
         raise ValueError(f"{report}: one seed per run, found {sorted(pages['seed'].unique())}")
     seed = int(pages["seed"].iloc[0])
@@ -102,19 +104,12 @@ def expected_pages(report: str, policy: str) -> pd.DataFrame:
 
 
 def ratios(mine: pd.DataFrame, oracle: pd.DataFrame) -> dict:
-    """Importance-weighted freshness ÷ the oracle's, overall and per kind."""
-    def wf(df):
-        k = page_kinds(df)
-        w_f = (df["importance"] * df["fresh_days"]).groupby(k).sum()
-        w_o = (df["importance"] * df["obs_days"]).groupby(k).sum()
-        return w_f, w_o, (df["importance"] * df["fresh_days"]).sum() / (
-            df["importance"] * df["obs_days"]).sum()
-    mf, mo, mall = wf(mine)
-    of, oo, oall = wf(oracle)
-    row = {"all": round(mall / oall, 4)}
-    for k in KINDS:
-        if k in mf.index and k in of.index:
-            row[k] = round((mf[k] / mo[k]) / (of[k] / oo[k]), 4)
+    """Importance-weighted freshness ÷ the oracle's, overall and per kind
+    (:func:`lab.backtest.report.kind_freshness` of the rescored pages)."""
+    policy = mine["policy"].iloc[0]
+    k = kind_freshness(pd.concat([mine, oracle], ignore_index=True))
+    k = k[k["policy"] == policy].set_index("kind")["freshness_weighted_vs_oracle"]
+    row = {kind: round(float(k[kind]), 4) for kind in ("all", *KINDS) if kind in k.index}
     row["pages expected"] = int(mine["expected"].sum())
     return row
 
@@ -126,10 +121,15 @@ def main(argv=None) -> int:
     ap.add_argument("--run", action="append", required=True, metavar="LABEL=DIR")
     ap.add_argument("--policy", default="optimal")
     args = ap.parse_args(argv)
-    oracle = expected_pages(args.oracle, "oracle")
-    rows = []
-    for label, report in (r.split("=", 1) for r in args.run):
-        rows.append({"run": label, **ratios(expected_pages(report, args.policy), oracle)})
+    runs = [r.split("=", 1) for r in args.run]
+    if any(len(r) != 2 for r in runs):
+        ap.error("--run takes LABEL=DIR")
+    try:
+        oracle = expected_pages(args.oracle, "oracle")
+        rows = [{"run": label, **ratios(expected_pages(report, args.policy), oracle)}
+                for label, report in runs]
+    except (FileNotFoundError, ValueError) as exc:  # a missing run or a run without pages
+        ap.exit(2, f"expected_score: {exc}\n")
     print(pd.DataFrame(rows).to_markdown(index=False))
     return 0
 

@@ -32,3 +32,18 @@ def test_it_is_the_mean_of_the_realised_fresh_time_over_poisson_changes():
     realised = fresh.mean() / n * (end - start) / DAY_S
     # 20000 independent Poisson paths: the mean's sd is below 0.01 day here
     assert realised == pytest.approx(want, abs=0.02)
+
+
+def test_a_missing_run_is_one_line_and_exit_2(tmp_path, capsys):
+    from lab.tools.expected_score import main
+
+    for argv in (["--oracle", str(tmp_path), "--run", f"x={tmp_path}"],
+                 ["--oracle", str(tmp_path), "--run", str(tmp_path)]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        # one line naming the cause (argparse's usage line before a usage error)
+        assert err[-1].startswith(("expected_score: ", "python -m lab.tools.expected_score: "
+                                   "error: --run takes LABEL=DIR")), err
+        assert "Traceback" not in "\n".join(err)
