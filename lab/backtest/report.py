@@ -167,6 +167,9 @@ def headline(table: pd.DataFrame, key: str = "freshness_weighted") -> str:
         return _fmt(row[col], row.get(f"{key}_sd"))
 
     if real.empty:
+        if oracle.empty:  # e.g. `--policies informed` alone: a diagnostic, never a winner
+            ran = ", ".join(t["policy"])
+            return f"Only true-rate policies ran ({ran}): no winner."
         return f"Only the oracle ran: {label} {fig(oracle.iloc[0])}."
     best = real.iloc[0]
     seeds = int(best.get("seeds", 1))

@@ -248,6 +248,8 @@ def test_informed_plans_with_the_true_rates_and_its_rhythms_and_is_never_the_win
     text = headline(summary_table(runs))
     assert text.startswith("optimal won on importance-weighted freshness: 0.800")
     assert "informed" not in text
+    alone = headline(summary_table(runs[runs["policy"] == "informed"]))
+    assert alone == "Only true-rate policies ran (informed): no winner."
     # a diagnostic, run by name: the default backtest runs the planner, its baselines and
     # the oracle only
     from lab.backtest.__main__ import parse_args
