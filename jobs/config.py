@@ -315,8 +315,10 @@ class TimingConfig:
                          "intervals; jobs/core/timing.py), place a timed URL's visits just after "
                          "its changes and price it as such (optimal). false: even spacing only.",
                          default=True)
-    min_dated_changes: float = _doc("Decayed dated changes (half-life estimation.half_life_days) "
-                                    "a URL needs before its rhythm is used.", default=5.0)
+    min_dated_changes: float = _doc("Dated changes a URL needs before its rhythm is used. Each "
+                                    "weighs 2^(-age / estimation.half_life_days); k are met by "
+                                    "a weight above k - 1 (jobs/core/timing.py counts), as are "
+                                    "the other dated-change thresholds below.", default=5.0)
     min_concentration: float = _doc("Mean resultant length (0-1) the changes' times need on the day "
                                     "or week circle: 0.9 is a circular sd of about 1.75 h a day.",
                                     default=0.9)
@@ -330,7 +332,7 @@ class TimingConfig:
     max_arc_s: float = _doc("A changed interval no longer than this (seconds) counts as "
                             "evidence of the change's time of day (its midpoint, weighted by "
                             "sinc(length / day)).", default=21600.0)
-    host_min_dated_changes: float = _doc("Decayed dated changes a URL needs to be timed on the day "
+    host_min_dated_changes: float = _doc("Dated changes a URL needs to be timed on the day "
                                          "at its host's phase (pooled from the host's URLs timed "
                                          "on their own evidence); >= min_dated_changes: no "
                                          "shrinkage to the host.", default=2.0)
@@ -340,7 +342,7 @@ class TimingConfig:
     host_min_spread_s: float = _doc("Floor (seconds) on the host's circular sd in that ratio: a "
                                     "host's pages keep their own hours around the host's.",
                                     default=1800.0)
-    tight_min_dated_changes: float = _doc("Decayed dated changes that time a URL on its own evidence "
+    tight_min_dated_changes: float = _doc("Dated changes that time a URL on its own evidence "
                                           "when their circular sd on the day or week is at most "
                                           "tight_spread_s (fewer than min_dated_changes): three "
                                           "uniform times pass 0.7 % of the time on the day, "

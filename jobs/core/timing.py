@@ -10,7 +10,9 @@ weighted by :math:`w = \operatorname{sinc}(L/P)`, the length of the mean of :mat
 over an arc of length L (a long arc says nearly nothing about the phase). The sums decay
 with the λ statistics' half-life, so five float columns per URL (:data:`TIMING_COLUMNS`)
 hold the whole memory, and a sixth counts the changes that refute a day rhythm ("Rhythm
-checks" below).
+checks" below). A threshold of k dated changes (``min_dated_changes`` and the others below)
+is met by a decayed weight above k − 1 (:func:`counts`): k changes on different days never
+weigh k.
 
 **Rhythm.** With :math:`n` the decayed weight and :math:`C, S` the decayed sums on a circle of
 period :math:`P`, the mean resultant length :math:`\bar R = \sqrt{C^2+S^2}/n` measures how
@@ -236,6 +238,15 @@ def arc_evidence(start_s, end_s, max_arc_s: float):
     return (start + end) / 2.0, np.where(ok, np.sinc(np.where(ok, length, 0.0) / DAY_S), 0.0)
 
 
+def counts(n, k) -> np.ndarray:
+    """Whether a decayed weight ``n`` of dated changes counts as ``k`` changes: more than
+    k − 1. Each change weighs :math:`2^{-\text{age}/h}` (h the λ statistics' half-life), so k
+    changes on different days never weigh k, and k − 1 changes never more than k − 1: a
+    threshold of k dated changes is met by k of them unless decay has taken more than one
+    change's weight (two changes a week apart weigh 1.95 at h = 90 days)."""
+    return np.asarray(n, dtype=float) > k - 1
+
+
 @dataclass(frozen=True)
 class Rhythm:
     """Per page: ``period_s`` (NaN: not timed), ``phase_s`` (seconds into the period, from
@@ -260,8 +271,8 @@ def rhythm(sums: dict, params: TimingParams, lam) -> Rhythm:
     period, phase, spread = np.full(m, np.nan), np.full(m, np.nan), np.full(m, np.nan)
     if not params.enabled or m == 0:
         return Rhythm(period, phase, spread)
-    enough = n >= params.min_dated_changes
-    few = ~enough & (n >= params.tight_min_dated_changes)
+    enough = counts(n, params.min_dated_changes)
+    few = ~enough & counts(n, params.tight_min_dated_changes)
     safe_n = np.where(n > 0, n, 1.0)
     for p_s, c, s in ((DAY_S, "tod_cos", "tod_sin"), (WEEK_S, "tow_cos", "tow_sin")):
         cos, sin = np.asarray(sums[c], dtype=float), np.asarray(sums[s], dtype=float)
@@ -299,7 +310,7 @@ def _day_candidates(sums: dict, params: TimingParams, lam):
     day_gate = ((r >= params.min_concentration) & (lam <= params.max_changes_per_period)
                 & ~refuted(sums))
     shrinking = params.enabled and params.host_min_dated_changes < params.min_dated_changes
-    cand = day_gate & (n >= params.host_min_dated_changes) & shrinking
+    cand = day_gate & counts(n, params.host_min_dated_changes) & shrinking
     return cand, (n, cos, sin), day_gate
 
 
@@ -327,7 +338,7 @@ def day_window(sums: dict, params: TimingParams, lam):
     not met)."""
     n, cos, sin, r = _day_resultant(sums)
     lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
-    ok = (params.enabled & (n >= min(params.host_min_dated_changes, params.tight_min_dated_changes))
+    ok = (params.enabled & counts(n, min(params.host_min_dated_changes, params.tight_min_dated_changes))
           & (r >= params.min_concentration) & (lam <= params.max_changes_per_period))
     phase = np.mod(np.arctan2(sin, cos), 2 * np.pi) / (2 * np.pi) * DAY_S
     half = 2.0 * np.maximum(_sd_s(r, DAY_S), params.host_min_spread_s)
@@ -405,7 +416,7 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     cand, (n, cos, sin), day_gate = _day_candidates(sums, params, lam)
     day_gate &= ok
     cand &= ~own.timed & ok
-    anchor = day_gate & (n >= params.min_dated_changes)
+    anchor = day_gate & counts(n, params.min_dated_changes)
     if not cand.any() or not anchor.any():
         return own
     codes = np.asarray(codes, dtype=np.int64)
@@ -493,7 +504,7 @@ def _host_hours(codes, n_hosts, anchor, n, cos, sin, ok, lam, params: TimingPara
     r_w = count(anchor, np.hypot(cos, sin)) / np.where(pool_n > 0, pool_n, 1.0)
     floor = 2 * np.pi * MIN_PAGE_SPREAD_S / DAY_S
     kappa_w = 1.0 / np.maximum(_sd_rad(np.where(pool_n > 0, r_w, 0.0)), floor) ** 2
-    judged = ok & (n >= params.min_dated_changes) & (lam <= params.max_changes_per_period)
+    judged = ok & counts(n, params.min_dated_changes) & (lam <= params.max_changes_per_period)
     j = count(judged)
     log_prior = np.where(m > 0, np.log((m + 1.0) / (np.maximum(j - m, 0.0) + 1.0)), -np.inf)
     return np.arctan2(bs, bc), kappa0, kappa_w, log_prior

@@ -66,8 +66,10 @@ def test_decay_forgets_weight_not_direction():
     r0, r1 = timing.rhythm(s, TP, 1.0), timing.rhythm(timing.decayed(s, 0.7), TP, 1.0)
     assert r1.phase_s[0] == pytest.approx(r0.phase_s[0]) and r1.spread_s[0] == pytest.approx(
         r0.spread_s[0])
-    faded = timing.decayed(s, 0.3)  # 2.4 dated changes left: below every rule
-    assert not timing.rhythm(faded, TP, 1.0).timed[0]
+    faded = timing.decayed(s, 0.2)  # 1.6 dated changes' weight: below every rule (the
+    assert not timing.rhythm(faded, TP, 1.0).timed[0]  # tight one needs more than 2)
+    # 2.4 counts as three changes (timing.counts): tight ones, all at 20:00
+    assert timing.rhythm(timing.decayed(s, 0.3), TP, 1.0).timed[0]
     assert timing.rhythm(half, TP, 1.0).timed[0]  # 4, all at 20:00: the tight rule
 
 
@@ -365,7 +367,9 @@ def test_once_timed_its_last_modified_counts_as_a_plain_change_bit():
     r = timing.rhythm({c: np.array([float(row[c])]) for c in timing.TIMING_COLUMNS}, TP,
                       row["lambda_hat"])
     assert r.timed[0] and r.period_s[0] == DAY_S
-    assert lam[6] < TP.max_changes_per_period and max(lam[7:]) < 3.0
+    # well under the gate; read as modification ages, 12 minutes at each fetch would climb
+    # towards n / sum(ages), 120 a day
+    assert lam[6] < TP.max_changes_per_period and max(lam[7:]) < TP.max_changes_per_period / 2
     assert lm_n[-1] < lm_n[6]  # no dated observation for λ since the page was timed
 
 
@@ -455,6 +459,37 @@ def test_a_weekly_publisher_at_its_hosts_hour_is_timed_on_its_weekday_through_th
                                timing.Rhythm(r.period_s[2:3], r.phase_s[2:3], r.spread_s[2:3]),
                                TP.visit_lag_s, MON + 14 * DAY_S)
     assert 0 < due[0] - (MON + 16 * DAY_S + 7.4 * 3600) < 2 * 3600
+
+
+def test_decayed_changes_count_as_changes():
+    """The fold decays each dated change to 2^(-age/h) (h = estimation.half_life_days), so k
+    changes on different days weigh less than k; a threshold of k changes still counts them.
+    Above: two changes a week apart once they have aged (1.9 of weight)."""
+    assert timing.counts([2.0, 1.95, 1.01, 1.0, 0.0], 2).tolist() == [True, True, True, False,
+                                                                      False]
+    assert timing.counts([5.0, 4.3, 4.0], 5).tolist() == [True, True, False]
+    h = Config().estimation.half_life_days * DAY_S
+    now = MON + 17 * DAY_S  # the plan of Wednesday + 2 weeks, a week after the last change
+
+    def aged(*pages):
+        s = timing.empty(len(pages))
+        for i, t in enumerate(pages):
+            t = np.asarray(t, float)
+            timing.add_changes(s, np.full(len(t), i, np.int64), t, 2.0 ** (-(now - t) / h))
+        return s
+
+    anchors = [_at(7.5, range(10, 16), 300, 1), _at(7.7, range(10, 16), 300, 2)]
+    weekly, single = _at(7.4, [2, 9], 120, 3), _at(7.4, [9])
+    s = aged(*anchors, weekly, single)
+    assert 1.8 < s["tod_n"][2] < 2.0                           # two changes, aged
+    r = timing.shrunk_rhythm(s, TP, np.array([0.7, 0.7, 0.15, 0.15]), np.zeros(4, np.int64), 1)
+    assert r.timed.tolist() == [True, True, True, False]     # one change is never two
+    assert r.period_s[2] == WEEK_S
+    assert r.phase_s[2] == pytest.approx(2 * DAY_S + 7.4 * 3600, abs=300)  # Wednesday 07:24
+    # five changes over four weeks (4.5 of weight) time a weekly page on its own evidence
+    five = aged(_at(16.0, [-12, -5, 2, 9, 16], 300, 5))
+    assert 4 < five["tod_n"][0] < 5
+    assert timing.rhythm(five, TP, 0.15).period_s[0] == WEEK_S
 
 
 def test_same_weekday_poisson_pairs_at_the_hosts_hour_are_rarely_weekly():
