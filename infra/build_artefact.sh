@@ -6,6 +6,6 @@
 # Then upload both side by side and set airflow.py_files to the zip's URI.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-python="${PYTHON:-$here/../.venv/bin/python}"
+python="${PYTHON:-${RECRAWL_VENV:-$here/../.venv}/bin/python}"  # the venv infra/env.sh uses
 cd "$here/.."
 exec "$python" -m jobs.artefact "$@"
