@@ -6,6 +6,7 @@
 # Then upload both side by side and set airflow.py_files to the zip's URI.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-python="${PYTHON:-${RECRAWL_VENV:-$here/../.venv}/bin/python}"  # the venv infra/env.sh uses
+source "$here/env.sh"                # VENV: RECRAWL_VENV, else the checkout's .venv
+python="${PYTHON:-$VENV/bin/python}"
 cd "$here/.."
 exec "$python" -m jobs.artefact "$@"

@@ -6,7 +6,8 @@
 # PORT defaults to $LOCAL_S3_PORT, else 9000. Logic lives in infra/local_s3.py.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-python="${PYTHON:-${RECRAWL_VENV:-$here/../.venv}/bin/python}"  # the venv infra/env.sh uses
+source "$here/env.sh"                # VENV: RECRAWL_VENV, else the checkout's .venv
+python="${PYTHON:-$VENV/bin/python}"
 command="${1:-start}"
 port="${2:-${LOCAL_S3_PORT:-9000}}"
 exec "$python" "$here/local_s3.py" "$command" --port "$port"

@@ -338,7 +338,8 @@ def day_window(sums: dict, params: TimingParams, lam):
     not met)."""
     n, cos, sin, r = _day_resultant(sums)
     lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
-    ok = (params.enabled & counts(n, min(params.host_min_dated_changes, params.tight_min_dated_changes))
+    fewest = min(params.host_min_dated_changes, params.tight_min_dated_changes)
+    ok = (params.enabled & counts(n, fewest)
           & (r >= params.min_concentration) & (lam <= params.max_changes_per_period))
     phase = np.mod(np.arctan2(sin, cos), 2 * np.pi) / (2 * np.pi) * DAY_S
     half = 2.0 * np.maximum(_sd_s(r, DAY_S), params.host_min_spread_s)

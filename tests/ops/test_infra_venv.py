@@ -17,7 +17,7 @@ from tests.conftest import REPO
 def test_infra_scripts_use_the_venv_env_sh_names(tmp_path, script):
     infra = tmp_path / "infra"  # a checkout without a .venv of its own
     infra.mkdir()
-    for name in (script, "local_s3.py"):
+    for name in (script, "local_s3.py", "env.sh"):
         shutil.copy(Path(REPO) / "infra" / name, infra / name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "RECRAWL_VENV")}
     args = ["bash", str(infra / script)] + (["status", "1"] if script == "local_s3.sh"
