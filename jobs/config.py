@@ -348,6 +348,12 @@ class TimingConfig:
                                           "uniform times pass 0.7 % of the time on the day, "
                                           "0.01 % on the week.", default=3.0)
     tight_spread_s: float = _doc("Circular sd (seconds) of the tight rule above.", default=1800.0)
+    week_min_dated_changes: float = _doc("Dated changes that time a URL on the week by the tight "
+                                         "rule when fewer than tight_min_dated_changes: two "
+                                         "uniform times fall within tight_spread_s on the week "
+                                         "1.2 % of the time (on the day 8 %, so the day keeps "
+                                         "tight_min_dated_changes); >= tight_min_dated_changes: "
+                                         "no such rule.", default=2.0)
     few_dates_max_changes_per_week: float = _doc("A URL timed on the week from fewer than "
                                                  "min_dated_changes dated changes (the tight rule, "
                                                  "or through its host when they all fell on one "
@@ -680,13 +686,14 @@ def _validate_update_sections(c: Config) -> None:
             and 0 <= tm.host_min_dated_changes < float("inf")
             and 0 <= tm.host_min_log_odds < float("inf") and 0 < tm.host_min_spread_s <= 43200
             and 0 <= tm.few_dates_max_changes_per_week < float("inf")
-            and 0 <= tm.tight_min_dated_changes < float("inf") and 0 < tm.tight_spread_s <= 43200):
+            and 0 <= tm.tight_min_dated_changes < float("inf") and 0 < tm.tight_spread_s <= 43200
+            and 0 <= tm.week_min_dated_changes < float("inf")):
         raise ConfigError("need timing.min_dated_changes finite >= 0, 0 < min_concentration <= 1, "
                           "0 <= visit_lag_s < 86400, 0 <= max_arc_s <= 86400, "
                           "0 < max_changes_per_period < inf, host_min_dated_changes and "
                           "host_min_log_odds finite >= 0, 0 < host_min_spread_s <= 43200 and "
-                          "few_dates_max_changes_per_week and tight_min_dated_changes finite >= 0, "
-                          "0 < tight_spread_s <= 43200")
+                          "few_dates_max_changes_per_week, tight_min_dated_changes and "
+                          "week_min_dated_changes finite >= 0, 0 < tight_spread_s <= 43200")
     if not (0 <= tm.burst_max_poisson_prob < 1 and 0 < tm.burst_recheck_s <= 7 * 86400):
         raise ConfigError("need 0 <= timing.burst_max_poisson_prob < 1 and "
                           "0 < timing.burst_recheck_s <= 604800 (one week)")

@@ -54,6 +54,7 @@ def timing_params(cfg: Config) -> timing.TimingParams:
                                few_dates_max_changes_per_week=t.few_dates_max_changes_per_week,
                                tight_min_dated_changes=t.tight_min_dated_changes,
                                tight_spread_s=t.tight_spread_s,
+                               week_min_dated_changes=t.week_min_dated_changes,
                                burst_max_poisson_prob=t.burst_max_poisson_prob,
                                burst_recheck_s=t.burst_recheck_s)
 

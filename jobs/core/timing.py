@@ -184,6 +184,7 @@ class TimingParams:
     few_dates_max_changes_per_week: float
     tight_min_dated_changes: float
     tight_spread_s: float
+    week_min_dated_changes: float
     burst_max_poisson_prob: float = 0.0   # jobs.core.bursts; 0: no burst rechecks
     burst_recheck_s: float = 43200.0
 
@@ -273,13 +274,15 @@ def rhythm(sums: dict, params: TimingParams, lam) -> Rhythm:
         return Rhythm(period, phase, spread)
     enough = counts(n, params.min_dated_changes)
     few = ~enough & counts(n, params.tight_min_dated_changes)
+    few_week = ~enough & counts(n, min(params.tight_min_dated_changes,
+                                       params.week_min_dated_changes))
     safe_n = np.where(n > 0, n, 1.0)
     for p_s, c, s in ((DAY_S, "tod_cos", "tod_sin"), (WEEK_S, "tow_cos", "tow_sin")):
         cos, sin = np.asarray(sums[c], dtype=float), np.asarray(sums[s], dtype=float)
         r = np.clip(np.hypot(cos, sin) / safe_n, 0.0, 1.0)
         sd = _sd_s(r, p_s)
         # Few changes do when they are tight (module notes, "Tight evidence").
-        tight = few & (sd <= params.tight_spread_s) & (
+        tight = (few if p_s == DAY_S else few_week) & (sd <= params.tight_spread_s) & (
             p_s == DAY_S or lam * p_s / DAY_S <= params.few_dates_max_changes_per_week)
         # The week wins where both pass (a weekly page is also concentrated in the day).
         take = ((enough & (r >= params.min_concentration)) | tight) & (

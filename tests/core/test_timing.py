@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobs.config import Config
+from jobs.config import Config, load_config
 from jobs.core import plan, policies, state_update, timing
 from jobs.core.freshness import freshness
 from jobs.core.timing import DAY_S, WEEK_S
@@ -36,8 +36,30 @@ def test_a_weekly_publisher_gets_the_week_and_uniform_times_get_nothing():
     poisson = [timing.rhythm(sums_of(MON + np.sort(rng.uniform(0, 20 * DAY_S, 12))), TP, 1.0).timed[0]
                for _ in range(200)]
     assert sum(poisson) == 0  # 12 changes uniform in time are never concentrated at R >= 0.9
-    two = timing.rhythm(sums_of(t[:2]), TP, 0.14)  # 2 < tight_min_dated_changes = 3
-    assert not two.timed[0]
+    spread = t[:2] + np.array([0.0, 2 * 3600.0])  # two Wednesdays two hours apart: not tight
+    assert not timing.rhythm(sums_of(spread), TP, 0.14).timed[0]
+
+
+def test_two_dated_changes_at_one_instant_of_the_week_time_a_weekly_page():
+    """Two Wednesdays at 09:00 (week_min_dated_changes = 2, fewer than the tight rule's three)
+    time a page on the week when its rate says weekly; not at a daily rate, not on the day
+    (two uniform times sit within 30 min on the day 8 % of the time), and not when the rule
+    is off. Two uniform instants pass about 1.2 % of the time."""
+    t = MON + np.array([0, 1]) * WEEK_S + 2 * DAY_S + 9 * 3600 + np.array([0.0, 900.0])
+    r = timing.rhythm(sums_of(t), TP, 0.14)
+    assert r.period_s[0] == WEEK_S
+    assert r.phase_s[0] == pytest.approx(2 * DAY_S + 9 * 3600 + 450, abs=1)
+    assert not timing.rhythm(sums_of(t), TP, 0.5).timed[0]  # 3.5 changes a week > 3
+    daily = MON + np.array([0, 1]) * DAY_S + 9 * 3600  # consecutive days: not the week
+    assert not timing.rhythm(sums_of(daily), TP, 0.14).timed[0]
+    off = timing_params(load_config(None, ["timing.week_min_dated_changes=3"]))
+    assert not timing.rhythm(sums_of(t), off, 0.14).timed[0]
+    # decayed: two changes a week apart weigh 1.95 and still count as two
+    assert timing.rhythm(timing.decayed(sums_of(t), 2 ** (-7 / 90)), TP, 0.14).timed[0]
+    rng = np.random.default_rng(9)
+    poisson = [timing.rhythm(sums_of(MON + rng.uniform(0, 28 * DAY_S, 2)), TP, 0.2).timed[0]
+               for _ in range(5000)]
+    assert 0.003 < np.mean(poisson) < 0.025
 
 
 def test_few_tight_dated_changes_time_a_page_on_their_own():
@@ -439,25 +461,29 @@ def test_a_page_with_two_changes_at_its_hosts_hour_is_timed_through_the_host():
 def test_a_weekly_publisher_at_its_hosts_hour_is_timed_on_its_weekday_through_the_host():
     """Two dated changes at the host's hour a week apart (Wednesdays 07:24): a page that
     changes about once a week (lambda_hat x 7 <= 3) is timed on the week at its own weekday;
-    one whose rate says daily, or whose changes fell on two weekdays, gets the day."""
+    one whose rate says daily, or whose changes fell on two weekdays, gets the day. (Two
+    changes this close on the week would time it alone: the week's two-change rule is off
+    here, as for changes up to an hour or two apart.)"""
     anchors = [_at(7.5, range(6), 300, 1), _at(7.7, range(6), 300, 2)]
     weekly = _at(7.4, [2, 9], 120, 3)
     two_weekdays = _at(7.4, [2, 10], 120, 4)
     s = _pool(*anchors, weekly, two_weekdays)
     codes = np.zeros(4, np.int64)
-    r = timing.shrunk_rhythm(s, TP, np.array([0.7, 0.7, 0.15, 0.15]), codes, 1)
+    tp = timing_params(load_config(None, ["timing.week_min_dated_changes=3"]))
+    assert timing.rhythm(s, TP, 0.15).period_s[2] == WEEK_S  # its own evidence, rule on
+    r = timing.shrunk_rhythm(s, tp, np.array([0.7, 0.7, 0.15, 0.15]), codes, 1)
     assert r.timed.tolist() == [True] * 4
     assert r.period_s[2] == WEEK_S
     assert r.phase_s[2] == pytest.approx(2 * DAY_S + 7.4 * 3600, abs=300)  # Wednesday 07:24
     assert r.spread_s[2] == pytest.approx(r.spread_s[3])                   # the host's spread
     assert r.period_s[3] == DAY_S and r.phase_s[3] == pytest.approx(7.4 * 3600, abs=300)
     # the same weekly evidence on a page whose rate is daily: 0.5 x 7 = 3.5 > 3
-    daily = timing.shrunk_rhythm(s, TP, np.array([0.7, 0.7, 0.5, 0.15]), codes, 1)
+    daily = timing.shrunk_rhythm(s, tp, np.array([0.7, 0.7, 0.5, 0.15]), codes, 1)
     assert daily.period_s[2] == DAY_S
     # and a weekly publisher placed by it: the first visit lands just after Wednesday 07:24
     due = timing.snap_to_phase(np.array([MON + 14 * DAY_S]), np.array([WEEK_S]),
                                timing.Rhythm(r.period_s[2:3], r.phase_s[2:3], r.spread_s[2:3]),
-                               TP.visit_lag_s, MON + 14 * DAY_S)
+                               tp.visit_lag_s, MON + 14 * DAY_S)
     assert 0 < due[0] - (MON + 16 * DAY_S + 7.4 * 3600) < 2 * 3600
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from jobs.config import Config
+from jobs.config import Config, load_config
 from jobs.core import timing
 from jobs.core.timing import DAY_S
 from jobs.params import timing_params
@@ -16,7 +16,7 @@ def test_pages_are_counted_by_how_they_are_timed():
                MON + np.array([2, 4]) * DAY_S + 8.1 * 3600,     # daily, through the host
                MON + np.array([1.3, 3.9, 7.1]) * DAY_S,          # poisson, not timed
                np.array([]),                                     # poisson, no dates
-               MON + np.array([3, 10]) * DAY_S + 8.05 * 3600]   # weekly, through the host
+               MON + np.array([3, 10]) * DAY_S + 8.05 * 3600]   # weekly
     sums = timing.empty(5)
     for i, t in enumerate(changes):
         timing.add_changes(sums, np.full(len(t), i), t, 1.0)
@@ -25,7 +25,12 @@ def test_pages_are_counted_by_how_they_are_timed():
                           "importance": [3.0, 1.0, 1.0, 1.0, 2.0], **sums})
     kinds = pd.DataFrame({"url": list("abcde"),
                           "kind": ["daily", "daily", "poisson", "poisson", "weekly"]})
-    out = timed_by_kind(state, kinds, timing_params(Config()))
+    # the weekly page's two changes are one instant of the week: timed on its own ...
+    own = timed_by_kind(state, kinds, timing_params(Config()))
+    assert own.loc["weekly", "timed_own"] == 1 and own.loc["weekly", "timed_week"] == 1
+    # ... and through the host without the week's two-change rule
+    out = timed_by_kind(state, kinds,
+                        timing_params(load_config(None, ["timing.week_min_dated_changes=3"])))
     assert out.loc["daily", "pages"] == 2 and out.loc["daily", "weight"] == 4 / 8
     assert out.loc["weekly", "timed_host"] == 1 and out.loc["weekly", "timed_week"] == 1
     assert out.loc["daily", "timed_week"] == 0
