@@ -421,10 +421,16 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     day_gate &= ok
     cand &= ~own.timed & ok
     anchor = day_gate & counts(n, params.min_dated_changes)
-    if not cand.any() or not anchor.any():
+    if not anchor.any():
         return own
     codes = np.asarray(codes, dtype=np.int64)
     lam_v = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
+    between_mu, kappa0, kappa_w, log_prior = _host_hours(codes, n_hosts, anchor, n, cos, sin,
+                                                         ok, lam_v, params)
+    own = _host_spread_floor(own, counts(n, params.min_dated_changes), codes, kappa_w,
+                             np.isfinite(log_prior))
+    if not cand.any():
+        return own
 
     def per_host(values):
         return np.bincount(codes, weights=np.where(anchor, values, 0.0), minlength=n_hosts)
@@ -444,8 +450,6 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     agreement = cos[rows] * np.cos(mu[h]) + sin[rows] * np.sin(mu[h])
     take_host = at_host & (k * agreement - n[rows] * _log_i0(k) >= params.host_min_log_odds)
     # ... and the page-level test: the page's own hour, with the host's prior (module notes).
-    between_mu, kappa0, kappa_w, log_prior = _host_hours(codes, n_hosts, anchor, n, cos, sin,
-                                                         ok, lam_v, params)
     kw = kappa_w[h]
     log_bf = _log_i0(kw * np.hypot(cos[rows], sin[rows])) - n[rows] * _log_i0(kw)
     take_page = ~take_host & (log_prior[h] + log_bf >= PAGE_MIN_LOG_ODDS)
@@ -512,6 +516,21 @@ def _host_hours(codes, n_hosts, anchor, n, cos, sin, ok, lam, params: TimingPara
     j = count(judged)
     log_prior = np.where(m > 0, np.log((m + 1.0) / (np.maximum(j - m, 0.0) + 1.0)), -np.inf)
     return np.arctan2(bs, bc), kappa0, kappa_w, log_prior
+
+
+def _host_spread_floor(own: Rhythm, enough, codes, kappa_w, has_anchors) -> Rhythm:
+    """``own`` with the spread of each URL timed on fewer than ``min_dated_changes`` dated
+    changes raised to its host's publishers' own day-to-day sd (:func:`_host_hours`'s
+    :math:`\kappa_w`) where the host has anchors. The tight rules accept few changes *because*
+    they sit close together, so their sample sd understates the page's jitter (two changes of
+    a page with a 45-min jitter are within a few minutes of each other often enough), and a
+    visit placed by it lands before the next change: unchanged, and stale for a period."""
+    few = own.timed & ~np.asarray(enough, bool) & has_anchors[codes]
+    if not few.any():
+        return own
+    host_sd = 1.0 / np.sqrt(kappa_w[codes]) / (2 * np.pi) * DAY_S
+    spread = np.where(few, np.fmax(own.spread_s, host_sd), own.spread_s)
+    return Rhythm(own.period_s, own.phase_s, spread)
 
 
 def _posterior_phase(kappa0, mu_b, kappa_w, cos, sin):
