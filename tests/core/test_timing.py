@@ -777,3 +777,25 @@ def test_poisson_pages_on_a_host_of_own_hour_publishers_are_rarely_timed():
     r = timing.shrunk_rhythm(s, TP, np.full(m, 0.3), np.zeros(m, np.int64), 1)
     assert r.timed[:6].all()
     assert r.timed[12:].mean() < 0.02
+
+
+def test_few_tight_changes_take_their_hosts_publishers_spread_for_placement():
+    """Two Wednesdays 4 min apart time a page on the week by their own evidence, and their
+    own sd (2 min) would place its visit 14 min after the phase; its host's anchors keep
+    their hours to about 40 min, so its spread is theirs and its visit lands after most of
+    its changes. Anchors keep their own sd; a page on a host without anchors keeps its own."""
+    jitter = 2400.0
+    anchors = [_at(h, range(8), jitter, seed) for h, seed in ((6.0, 11), (13.0, 12), (20.0, 13))]
+    weekly = _at(9.0, [2, 9]) + np.array([0.0, 240.0])
+    s = _pool(*anchors, weekly, weekly)
+    codes, lam = np.array([0, 0, 0, 0, 1]), np.array([1.0, 1.0, 1.0, 0.14, 0.14])
+    own = timing.rhythm(s, TP, lam)
+    assert own.period_s[3] == WEEK_S and own.spread_s[3] < 200  # two changes 4 min apart
+    r = timing.shrunk_rhythm(s, TP, lam, codes, 2)
+    assert r.period_s[3] == WEEK_S and r.phase_s[3] == pytest.approx(own.phase_s[3])
+    assert 0.7 * jitter < r.spread_s[3] < 1.3 * jitter          # the anchors' own sd
+    np.testing.assert_array_equal(r.spread_s[:3], own.spread_s[:3])  # anchors: their own
+    assert r.spread_s[4] == own.spread_s[4]                      # no anchors on its host
+    due = timing.next_phase_after(np.array([MON + 3 * DAY_S]), timing.Rhythm(
+        r.period_s[3:4], r.phase_s[3:4], r.spread_s[3:4]), TP.visit_lag_s)
+    assert due[0] - (MON + 9 * DAY_S + 9 * 3600) > 1.4 * jitter  # after most of its changes
