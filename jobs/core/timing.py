@@ -74,7 +74,12 @@ most ``tight_spread_s`` (30 min): three uniform instants are that tight 0.7 % of
 the day and 0.01 % on the week (five at :math:`\bar R \ge 0.9`, the main rule, about 2 %).
 On the week the rate must also say weekly, :math:`\hat\lambda \cdot 7 \le`
 ``few_dates_max_changes_per_week``, as for the host's week below: a daily publisher whose
-few dated changes fell on one weekday stays on the day.
+few dated changes fell on one weekday stays on the day. On the week two changes do
+(``week_min_dated_changes``): two uniform instants are within ``tight_spread_s`` of circular
+sd there 1.2 % of the time (on the day 8 %, so the day keeps three). A page timed on fewer
+than ``min_dated_changes`` changes takes at least its host's publishers' own sd (κ_w below)
+as its spread where its host has anchors (:func:`_host_spread_floor`): these rules accept
+changes *because* they sit close together, so their own sd understates the page's jitter.
 
 **Shrinkage to the host.** Publishers keep house hours: a host's dated pages tend to change
 at one time of day. :func:`shrunk_rhythm` pools the day-circle sums of a host's *anchor* URLs
@@ -519,7 +524,7 @@ def _host_hours(codes, n_hosts, anchor, n, cos, sin, ok, lam, params: TimingPara
 
 
 def _host_spread_floor(own: Rhythm, enough, codes, kappa_w, has_anchors) -> Rhythm:
-    """``own`` with the spread of each URL timed on fewer than ``min_dated_changes`` dated
+    r"""``own`` with the spread of each URL timed on fewer than ``min_dated_changes`` dated
     changes raised to its host's publishers' own day-to-day sd (:func:`_host_hours`'s
     :math:`\kappa_w`) where the host has anchors. The tight rules accept few changes *because*
     they sit close together, so their sample sd understates the page's jitter (two changes of
