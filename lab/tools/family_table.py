@@ -64,7 +64,13 @@ def late_ratio(oracle_dir: str, report: str, policy: str, first_day: int = 6) ->
     return float(ratio.iloc[first_day - 1:].mean()) if len(ratio) >= first_day else float("nan")
 
 
-def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal") -> pd.DataFrame:
+def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
+          ndigits: int | None = 3) -> pd.DataFrame:
+    """One row per run: its ratios to the oracle (rounded to ``ndigits``; None: unrounded, as
+    :func:`family` averages them), visits a day and metrics."""
+    def rnd(x: float) -> float:
+        return round(x, ndigits) if ndigits is not None else x
+
     oracle = pages(oracle_dir, "oracle")
     rows = []
     for label, report in runs:
@@ -74,8 +80,8 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal")
         row = {"run": label}
         for kind in ("all", *KINDS):
             if kind in k.index:
-                row[kind] = round(float(k.loc[kind, "freshness_weighted_vs_oracle"]), 3)
-        row["all, days 6-"] = round(late_ratio(oracle_dir, report, policy), 3)
+                row[kind] = rnd(float(k.loc[kind, "freshness_weighted_vs_oracle"]))
+        row["all, days 6-"] = rnd(late_ratio(oracle_dir, report, policy))
         row.update(visits(mine))
         row.update(metrics(report, policy))
         rows.append(row)
@@ -98,7 +104,8 @@ def family(root: str, labels, oracle_label: str = "base", policy: str = "optimal
                 if not (run / "data" / "pages.parquet").is_file() or not (
                         oracle / "data" / "pages.parquet").is_file():
                     continue
-                per_seed.append(table(str(oracle), [(label, str(run))], policy).iloc[0])
+                per_seed.append(table(str(oracle), [(label, str(run))], policy,
+                                      ndigits=None).iloc[0])
             if not per_seed:
                 continue
             t = pd.DataFrame(per_seed)
