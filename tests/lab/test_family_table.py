@@ -57,3 +57,15 @@ def test_family_means_each_webs_seeds_against_their_own_oracles(tmp_path):
     assert lag.loc["jitter", "all, worst seed"] == round(18 / 20, 3)
     oracle = t[t["run"] == "oracle"].set_index("web")
     assert oracle.loc["jitter", "seeds"] == 2 and oracle.loc["jitter", "v/day front"] == 0.5
+
+
+
+def test_family_rounds_the_mean_not_each_seed(tmp_path):
+    """Seeds at 1.0122, 1.0102 and 1.0063 overall: their mean 1.00957 shows as 1.010, where
+    rounding each seed first (1.012, 1.010, 1.006) would show 1.009."""
+    for seed, extra in enumerate((0.244, 0.204, 0.126)):
+        _report(tmp_path / f"base_jitter_s{seed}", ["optimal", "oracle"],
+                [[5, 5, 5, 5], [5, 5, 5, 5]])
+        _report(tmp_path / f"x_jitter_s{seed}", ["optimal"], [[5, 5, 5, 5 + extra]])
+    t = family(str(tmp_path), ["x"]).set_index("web")
+    assert t.loc["jitter", "all"] == 1.010 and t.loc["jitter", "all, worst seed"] == 1.006
