@@ -7,6 +7,7 @@ from jobs.config import Config, load_config
 from jobs.core import plan, policies, state_update, timing
 from jobs.core.freshness import freshness
 from jobs.core.timing import DAY_S, WEEK_S
+from jobs.errors import ConfigError
 from jobs.params import timing_params, update_params
 
 TP = timing_params(Config())
@@ -799,3 +800,13 @@ def test_few_tight_changes_take_their_hosts_publishers_spread_for_placement():
     due = timing.next_phase_after(np.array([MON + 3 * DAY_S]), timing.Rhythm(
         r.period_s[3:4], r.phase_s[3:4], r.spread_s[3:4]), TP.visit_lag_s)
     assert due[0] - (MON + 9 * DAY_S + 9 * 3600) > 1.4 * jitter  # after most of its changes
+
+
+@pytest.mark.parametrize("field", ["min_dated_changes", "host_min_dated_changes",
+                                   "tight_min_dated_changes", "week_min_dated_changes",
+                                   "few_dates_max_changes_per_week"])
+@pytest.mark.parametrize("value", ["-1", "inf", "nan"])
+def test_a_dated_change_threshold_must_be_finite_and_not_negative(field, value):
+    with pytest.raises(ConfigError, match="timing.min_dated_changes finite"):
+        load_config(None, [f"timing.{field}={value}"])
+    assert getattr(load_config(None, [f"timing.{field}=0"]).timing, field) == 0.0
