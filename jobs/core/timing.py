@@ -425,15 +425,15 @@ def shrunk_rhythm(sums: dict, params: TimingParams, lam, codes, n_hosts: int,
     cand, (n, cos, sin), day_gate = _day_candidates(sums, params, lam)
     day_gate &= ok
     cand &= ~own.timed & ok
-    anchor = day_gate & counts(n, params.min_dated_changes)
+    enough = counts(n, params.min_dated_changes)
+    anchor = day_gate & enough
     if not anchor.any():
         return own
     codes = np.asarray(codes, dtype=np.int64)
     lam_v = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
     between_mu, kappa0, kappa_w, log_prior = _host_hours(codes, n_hosts, anchor, n, cos, sin,
                                                          ok, lam_v, params)
-    own = _host_spread_floor(own, counts(n, params.min_dated_changes), codes, kappa_w,
-                             np.isfinite(log_prior))
+    own = _host_spread_floor(own, enough, codes, kappa_w, np.isfinite(log_prior))
     if not cand.any():
         return own
 

@@ -15,7 +15,6 @@ Everything lives under ``var/demo/`` (its config ``var/demo/recrawl.toml``); the
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from jobs.cli import Parser, guarded, iso_date
 from jobs.config import load_config, toml_text
 from jobs.paths import schedule_date, schedule_manifest_key, shift_day
 
@@ -143,8 +143,9 @@ def next_commands(workdir: Path, config_path: Path, run_date: str, url: str) -> 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--date", default="2026-11-29", help="last logical date D to run")
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--date", type=iso_date, default="2026-11-29",
+                        help="last logical date D to run")
     parser.add_argument("--urls", type=int, default=20000)
     parser.add_argument("--hosts", type=int, default=200)
     parser.add_argument("--days", type=int, default=14, help="days of history ending at --date")
@@ -160,6 +161,7 @@ def main(argv=None) -> int:
     if not 0 <= args.plan_days <= args.days - 2:
         parser.error("--plan-days must be between 0 and --days - 2 (a day of history to "
                      "rebuild state from and one the first run updates)")
+    load_config(None, args.set)  # a bad --set is refused before the S3 server starts
     t0 = time.monotonic()
     # The loopback S3 server accepts any credentials; never pick up real ones here.
     for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
@@ -255,4 +257,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))
