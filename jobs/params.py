@@ -64,7 +64,7 @@ def update_params(cfg: Config) -> state_update.UpdateParams:
         floor_s=cfg.intervals.floor_s, cap_s=cfg.intervals.cap_s,
         initial_s=cfg.intervals.initial_s, gone_after=cfg.policy.gone_after,
         half_life_days=cfg.estimation.half_life_days, level=cfg.estimation.level,
-        timing=timing_params(cfg))
+        timing=timing_params(cfg), age_at_first_fetch=cfg.estimation.age_at_first_fetch)
 
 
 def rate_limit_params(cfg: Config) -> host_health.RateLimitParams:

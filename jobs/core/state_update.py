@@ -88,6 +88,7 @@ class UpdateParams:
     half_life_days: float
     level: float
     timing: timing.TimingParams
+    age_at_first_fetch: bool = True
 
 
 def empty_state() -> pd.DataFrame:
@@ -233,6 +234,10 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     is_audit = (logs["lane"].to_numpy(dtype=object) == "audit") if "lane" in logs \
         else np.zeros(len(logs), bool)  # (recomputed after the sort)
     obs_rows, obs_t, obs_chg, obs_lm = [], [], [], []
+    # A page's first trusted observation also reads the age its first copy had (once: a page
+    # with any trusted observation, decayed or not, has had it).
+    aged = stats[es.LM_COUNT].to_numpy(float) > 0
+    age_rows, age_days, age_since = [], [], []
 
     for k in range(int(rank.max()) + 1 if len(rank) else 0):
         sel = rank == k
@@ -279,6 +284,18 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         lm_dated = changed & np.isfinite(lm_info)
         lm_change_at = t - lm_info * DAY_S
         lm_info = np.where(was_timed[i], np.nan, lm_info)
+        if params.age_at_first_fetch:
+            first = lm_usable & ~aged[i] & ~was_timed[i]
+            # The stored copy's Last-Modified (this fetch's replaces it below): a page whose
+            # copy dates from before it was found was unchanged from then to its first fetch.
+            stored_lm_s = http_fields.parse_http_dates(lastmod[i[first]])
+            age_s = first_seen[i[first]] - stored_lm_s
+            known = np.isfinite(age_s) & (age_s > LAST_MODIFIED_NOW_S)  # not the server's clock
+            age = age_s / DAY_S
+            age_rows.append(i[first][known])
+            age_days.append(age[known])
+            age_since.append((t[first] - first_seen[i[first]])[known] / DAY_S)
+        aged[i[lm_usable]] = True
         scored, dropped = ob.score_claims(observed, last_known[i], t, claim[i])
         # A confirmed claim dates a change but is no modification age: a sitemap's lastmod
         # (or a feed's newest entry) is the last change *it* saw, hours before this fetch for
@@ -343,6 +360,11 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
     if obs_rows:
         stats = es.add_observations(stats, np.concatenate(obs_rows), np.concatenate(obs_t),
                                     np.concatenate(obs_chg), np.concatenate(obs_lm))
+    if age_rows:
+        stats = es.add_age_at_first_fetch(stats, np.concatenate(age_rows),
+                                          np.concatenate(age_days),
+                                          np.clip(np.concatenate(age_since), 0, None),
+                                          params.half_life_days)
     # A claim is pending while it is newer than the last confirmed copy.
     claim = np.where(claim > np.nan_to_num(last_known, nan=-np.inf), claim, np.nan)
     pending = np.where(claim_trusted, claim, np.nan)
