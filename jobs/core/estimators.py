@@ -25,7 +25,8 @@ from .estimators_solver import CensoredPosterior, likelihood_ratio_interval, sol
 from .estimators_stats import (  # noqa: F401  (re-exported public API)
     BIN_EDGES_DAYS, CHANGED_COUNT_COLUMNS, CHANGED_TSUM_COLUMNS, LM_CHANGES, LM_COUNT,
     LM_EXPOSURE, N_BINS, STATS_COLUMNS, UNCHANGED_COUNT, UNCHANGED_EXPOSURE,
-    add_observations, check_stats, decay_stats, empty_stats, interval_bin, observation_count,
+    add_age_at_first_fetch, add_observations, check_stats, decay_stats, empty_stats,
+    interval_bin, observation_count,
     update_state_frame,
 )
 

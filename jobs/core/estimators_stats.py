@@ -253,8 +253,8 @@ def add_age_at_first_fetch(stats: pd.DataFrame, row_index, age_days, since_days,
     the page changed ``a`` days before the first fetch and not since: likelihood
     :math:`\lambda e^{-\lambda a}`, the density of the age (backward recurrence time) of a
     Poisson process seen at an instant independent of it, which is Exp(λ) (Cox, *Renewal
-    Theory*, 1962, §1.4; Cho & Garcia-Molina, ACM TOIT 3(3), 2003, §5 read the same age at
-    every access). A page that never changed before its birth reads its birth as the change,
+    Theory*, 1962; the Last-Modified estimator of Cho & Garcia-Molina, ACM TOIT 3(3), 2003,
+    reads the same age at every changed access). A page that never changed before its birth reads its birth as the change,
     so the rule errs fast, as a page without it does. Without it a page that changes twice
     a year is estimated from the few days since it was found, at its group's rate.
 

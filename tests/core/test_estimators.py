@@ -465,3 +465,51 @@ def test_group_chunks_cover_every_group_once():
     chunks = list(_group_chunks(k, 6))
     assert chunks == [(0, 2, 0, 3), (2, 3, 3, 8), (3, 4, 8, 20), (4, 7, 20, 25)]
     assert list(_group_chunks(np.zeros(3), 6)) == []
+
+
+def test_age_at_first_fetch_known_answers_and_decay():
+    """A change ``a`` days before the first fetch and none since: λ e^(−λa), weighted as
+    every decayed sum is. Known answers, the integral of the decay, and fold-then-decay
+    equal to fold-later (the statistics' one rule, decay_stats)."""
+    from scipy.integrate import quad
+    s = est.add_age_at_first_fetch(est.empty_stats(3), [2, 0], [30.0, 90.0], [0.0, 0.0], np.inf)
+    assert s[["lm_n", "lm_changes", "lm_exposure"]].to_numpy().tolist() == [
+        [1.0, 1.0, 90.0], [0.0, 0.0, 0.0], [1.0, 1.0, 30.0]]
+    h, a, since = 90.0, 90.0, 10.0
+    s = est.add_age_at_first_fetch(est.empty_stats(1), [0], [a], [since], h)
+    assert s.loc[0, "lm_changes"] == pytest.approx(2 ** (-(a + since) / h), rel=1e-12)
+    assert s.loc[0, "lm_n"] == s.loc[0, "lm_changes"]
+    exposure, _ = quad(lambda u: 2 ** (-u / h), since, since + a)
+    assert s.loc[0, "lm_exposure"] == pytest.approx(exposure, rel=1e-9)
+    # However old the Last-Modified, at most h / ln 2 days of exposure.
+    epoch = est.add_age_at_first_fetch(est.empty_stats(1), [0], [20_000.0], [0.0], h)
+    assert epoch.loc[0, "lm_exposure"] == pytest.approx(h / np.log(2), rel=1e-9)
+    # Folded now and decayed 10 days = folded 10 days after the first fetch.
+    now = est.decay_stats(est.add_age_at_first_fetch(est.empty_stats(1), [0], [a], [0.0], h),
+                          since, h)
+    np.testing.assert_allclose(now.to_numpy(), s.to_numpy(), rtol=1e-12)
+    # The MLE of the age alone (no decay, vanishing prior) is 1/a.
+    lm = est.estimate_last_modified(
+        est.add_age_at_first_fetch(est.empty_stats(1), [0], [40.0], [0.0], np.inf),
+        prior_shape=1e-9, prior_rate=1e-9).iloc[0]
+    assert lm["lambda_hat"] == pytest.approx(1 / 40.0, rel=1e-6)
+
+
+def test_ages_at_first_fetch_of_poisson_pages_estimate_their_rate():
+    """The age of a Poisson process at an instant independent of it is Exp(λ): pooled, the
+    ages of many pages give back λ (20,000 draws: the MLE's sd is 0.7 %)."""
+    rng = np.random.default_rng(5)
+    for lam in (0.01, 0.3, 4.0):
+        ages = rng.exponential(1 / lam, 20_000)
+        s = est.add_age_at_first_fetch(est.empty_stats(len(ages)), np.arange(len(ages)), ages,
+                                       np.zeros(len(ages)), np.inf)
+        assert s["lm_changes"].sum() / s["lm_exposure"].sum() == pytest.approx(lam, rel=0.03)
+
+
+@pytest.mark.parametrize("rows, age, since", [
+    ([0], [0.0], [1.0]), ([0], [-1.0], [1.0]), ([0], [np.nan], [1.0]), ([0], [np.inf], [1.0]),
+    ([0], [1.0], [-1.0]), ([0, 0], [1.0, 2.0], [1.0, 1.0]), ([3], [1.0], [1.0]),
+    ([0.5], [1.0], [1.0]), ([0], [1.0, 2.0], [1.0])])
+def test_age_at_first_fetch_refuses_bad_input(rows, age, since):
+    with pytest.raises(ValueError):
+        est.add_age_at_first_fetch(est.empty_stats(2), np.asarray(rows), age, since, 90.0)

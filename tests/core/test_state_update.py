@@ -397,3 +397,68 @@ def test_an_audit_of_another_fingerprint_version_is_not_scored():
     assert s2.ev_audit_n[0] == 0 and s2.content_hash[0] == "h1"
     same = audit.assign(fingerprint_version=1, content_hash="h1")
     assert fold_day(s1, same, "2026-11-02").ev_audit_fresh[0] == 1
+
+
+def _lm_sums(state, url):
+    row = state.set_index("url").loc[url]
+    return row["lm_n"], row["lm_changes"], row["lm_exposure"]
+
+
+def test_the_first_copys_last_modified_is_read_once_as_its_age():
+    """A page found on 1 Nov with a trusted Last-Modified of 2 Oct had not changed for 30 days:
+    at its first trusted observation (the next fetch) that age joins its statistics, decayed
+    like them, once."""
+    h = P.half_life_days
+    first, lm = "2026-11-01T00:00Z", "Fri, 02 Oct 2026 00:00:00 GMT"
+    s1 = fold_day(empty_state(), logs([("u", first, 200, None, lm, "a")]), "2026-11-01")
+    assert _lm_sums(s1, "u") == (0, 0, 0)                       # a first copy: no interval yet
+    s2 = fold_day(s1, logs([("u", "2026-11-02T00:00Z", 200, None, lm, "a")]), "2026-11-02")
+    n, changes, exposure = _lm_sums(s2, "u")
+    since, age = 1.0, 30.0
+    assert changes == pytest.approx(2 ** (-(since + age) / h), rel=1e-9)
+    assert n == pytest.approx(1 + changes, rel=1e-9)             # + the unchanged day
+    aged = 2 ** (-since / h) * h / np.log(2) * (1 - 2 ** (-age / h))
+    assert exposure == pytest.approx(1.0 + aged, rel=1e-9)
+    assert s2.lambda_hat.iloc[0] < fold_day(s1, logs([("u", "2026-11-02T00:00Z", 200, None, lm,
+                                                          "a")]), "2026-11-02",
+                                            replace(P, age_at_first_fetch=False)
+                                            ).lambda_hat.iloc[0]
+    # Once: the next trusted observations add their own intervals only.
+    s3 = fold_day(s2, logs([("u", "2026-11-03T00:00Z", 200, None, lm, "a")]), "2026-11-03")
+    d = 2 ** (-1 / h)
+    assert _lm_sums(s3, "u") == pytest.approx((n * d + 1, changes * d, exposure * d + 1),
+                                               rel=1e-9)
+
+
+def test_a_page_first_trusted_later_reads_the_age_of_its_first_copy():
+    """Found on a host whose Last-Modified is not trusted yet: the age is read at the page's
+    first trusted observation, from the day it was found (the observed days are already
+    counted); a page that changed since it was found has no age before it to read."""
+    lm = "Fri, 02 Oct 2026 00:00:00 GMT"
+    day1 = logs([("u", "2026-11-01T00:00Z", 200, None, lm, "a"),
+                 ("v", "2026-11-01T00:00Z", 200, None, lm, "a")], trust=False)
+    day2 = logs([("u", "2026-11-02T00:00Z", 200, None, lm, "a"),
+                 ("v", "2026-11-02T00:00Z", 200, None, "Mon, 02 Nov 2026 00:00:00 GMT", "b")],
+                trust=False)
+    s2 = fold_day(fold_day(empty_state(), day1, "2026-11-01"), day2, "2026-11-02")
+    assert _lm_sums(s2, "u") == (0, 0, 0) and _lm_sums(s2, "v") == (0, 0, 0)
+    day3 = logs([("u", "2026-11-03T00:00Z", 200, None, lm, "a"),
+                 ("v", "2026-11-03T00:00Z", 200, None, "Mon, 02 Nov 2026 00:00:00 GMT", "b")])
+    s3 = fold_day(s2, day3, "2026-11-03")
+    h = P.half_life_days
+    assert _lm_sums(s3, "u")[1] == pytest.approx(2 ** (-(2 + 30) / h), rel=1e-9)
+    assert _lm_sums(s3, "v") == (1, 0, 1)                        # its unchanged day only
+
+
+@pytest.mark.parametrize("lm, trust", [
+    ("Sun, 01 Nov 2026 00:00:00 GMT", True),     # the server's clock at the first fetch
+    ("Mon, 02 Nov 2026 00:00:00 GMT", True),     # after the first fetch: no age
+    ("yesterday", True),                         # not an HTTP-date
+    (None, True),                                # none sent
+    ("Fri, 02 Oct 2026 00:00:00 GMT", False)])   # a host whose Last-Modified is not trusted
+def test_no_age_without_a_trusted_last_modified_before_the_first_fetch(lm, trust):
+    s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00:00.3Z", 200, None, lm, "a")],
+                                      trust=trust), "2026-11-01")
+    s2 = fold_day(s1, logs([("u", "2026-11-03T00:00Z", 200, None, lm, "a")], trust=trust),
+                  "2026-11-03")
+    assert _lm_sums(s2, "u")[1] == 0
