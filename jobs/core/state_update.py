@@ -88,7 +88,7 @@ class UpdateParams:
     half_life_days: float
     level: float
     timing: timing.TimingParams
-    age_at_first_fetch: bool = True
+    age_at_first_fetch: bool
 
 
 def empty_state() -> pd.DataFrame:
