@@ -301,11 +301,11 @@ class EstimationConfig:
                                "group rate).", default=3)
     level: float = _doc("Central probability of the lambda_lo/lambda_hi interval.", default=0.9)
     age_at_first_fetch: bool = _doc("Read the trusted Last-Modified of a URL's first copy as a "
-                                    "change that long before it was found and none since (an "
-                                    "age under a week: a change within the week), once, at its "
-                                    "first trusted observation (jobs/core/estimators_stats.py "
-                                    "add_age_at_first_fetch). false: a URL's rate is learnt "
-                                    "from its fetches only.", default=True)
+                                    "change that long before it was found and none since, "
+                                    "once, at its first trusted observation "
+                                    "(jobs/core/estimators_stats.py add_age_at_first_fetch). "
+                                    "false: a URL's rate is learnt from its fetches only.",
+                                    default=True)
     probe_factor: float = _doc("A refresh URL on a host without trusted Last-Modified whose every "
                                "observation (at least 2) saw a change, and which its policy "
                                "visits above f_min yet less often than lambda_hat, is next visited "

@@ -246,7 +246,7 @@ def add_observations(stats: pd.DataFrame, row_index, interval_days, changed,
 
 
 def add_age_at_first_fetch(stats: pd.DataFrame, row_index, age_days, since_days,
-                           half_life_days: float, read_from_days: float = 0.0) -> pd.DataFrame:
+                           half_life_days: float) -> pd.DataFrame:
     r"""Fold the trusted Last-Modified a page had when it was first fetched.
 
     The first copy of a page is no observation of an interval, but its Last-Modified says
@@ -254,20 +254,18 @@ def add_age_at_first_fetch(stats: pd.DataFrame, row_index, age_days, since_days,
     :math:`\lambda e^{-\lambda a}`, the density of the age (backward recurrence time) of a
     Poisson process seen at an instant independent of it, which is Exp(λ) (Cox, *Renewal
     Theory*, 1962; the Last-Modified estimator of Cho & Garcia-Molina, ACM TOIT 3(3), 2003,
-    reads the same age at each changed access). A periodic page's age is uniform over its
-    period instead (a weekly publisher's mean age of 3.5 days read this way doubles its
-    rate), so an age under ``read_from_days`` = c is read only as "changed within c days":
-    :math:`1 - e^{-\lambda c}`, a censored changed interval of length c. The two cases are
-    the events a < c and a ≥ c of one variable, so the likelihood stays exact for a Poisson
-    page. A page that never changed before its birth reads its birth as the change, which
+    reads the same age at each changed access). A publisher's age is uniform over its
+    period instead; read as an instant it overstates the rate (2/7 a day for a weekly one's
+    mean age), as every Last-Modified age of a publisher does, one observation among its
+    others. A page that never changed before its birth reads its birth as the change, which
     errs fast, as a page without it does. Without it a page that changes twice a year is
     estimated from the few days since it was found, at its group's rate.
 
-    The observation is weighted as every decayed sum is (:func:`decay_stats`): the change by
+    The age is weighted as every decayed sum is (:func:`decay_stats`): the change by
     :math:`2^{-(s+a)/h}`, the exposure by its integral
     :math:`2^{-s/h}\,\tfrac{h}{\ln 2}(1 - 2^{-a/h})`, ``s`` the days from the first fetch
-    to now, and a censored one by :math:`2^{-s/h}`. However old the Last-Modified (1970
-    included), it weighs at most ``h/ln 2`` days of exposure.
+    to now. However old the Last-Modified (1970 included), it weighs at most ``h/ln 2`` days
+    of exposure.
 
     Parameters
     ----------
@@ -281,15 +279,12 @@ def add_age_at_first_fetch(stats: pd.DataFrame, row_index, age_days, since_days,
         Days from the first fetch to the fold, >= 0.
     half_life_days : float
         ``h`` of :func:`decay_factor` (inf: no decay, the exposure is ``a``).
-    read_from_days : float
-        ``c`` >= 0: the shortest age read as an instant (0: every age).
 
     Returns
     -------
     pandas.DataFrame
-        Updated copy. Ages of at least c: ``lm_n`` and ``lm_changes`` += the change's
-        weight, ``lm_exposure`` += the decayed exposure; shorter ones: ``chg_n_k`` += the
-        weight and ``chg_t_k`` += c times it, k = ``interval_bin(c)``.
+        Updated copy: ``lm_n`` and ``lm_changes`` += the change's weight, ``lm_exposure``
+        += the decayed exposure.
     """
     check_stats(stats)
     rows = np.asarray(row_index)
@@ -303,27 +298,15 @@ def add_age_at_first_fetch(stats: pd.DataFrame, row_index, age_days, since_days,
     if not (np.all(np.isfinite(age)) and np.all(age > 0) and np.all(np.isfinite(since))
             and np.all(since >= 0)):
         raise ValueError("age_days must be finite and > 0, since_days finite and >= 0")
-    c = float(read_from_days)
-    if not (np.isfinite(c) and c >= 0):
-        raise ValueError(f"read_from_days must be finite and >= 0, got {read_from_days!r}")
     h = float(half_life_days)
-    read = age >= c
     change = decay_factor(since + age, h)
     exposure = (decay_factor(since, h) * (h / np.log(2.0)) * -np.expm1(-age * np.log(2.0) / h)
                 if np.isfinite(h) else age)
-    censored = decay_factor(since, h)
-    values = stats[list(STATS_COLUMNS)].to_numpy(dtype=float, copy=True)
-    column = {name: k for k, name in enumerate(STATS_COLUMNS)}
-    adds = [(LM_COUNT, rows[read], change[read]), (LM_CHANGES, rows[read], change[read]),
-            (LM_EXPOSURE, rows[read], exposure[read])]
-    if c > 0:
-        k = int(interval_bin(c))
-        adds += [(CHANGED_COUNT_COLUMNS[k], rows[~read], censored[~read]),
-                 (CHANGED_TSUM_COLUMNS[k], rows[~read], c * censored[~read])]
-    for name, r, add in adds:
-        values[r, column[name]] += add
     out = stats.copy()
-    out[list(STATS_COLUMNS)] = values
+    for col, add in ((LM_COUNT, change), (LM_CHANGES, change), (LM_EXPOSURE, exposure)):
+        values = out[col].to_numpy(dtype=float, copy=True)
+        values[rows] += add
+        out[col] = values
     return out
 
 

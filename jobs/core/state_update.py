@@ -364,8 +364,7 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
         stats = es.add_age_at_first_fetch(stats, np.concatenate(age_rows),
                                           np.concatenate(age_days),
                                           np.clip(np.concatenate(age_since), 0, None),
-                                          params.half_life_days,
-                                          read_from_days=timing.WEEK_S / DAY_S)
+                                          params.half_life_days)
     # A claim is pending while it is newer than the last confirmed copy.
     claim = np.where(claim > np.nan_to_num(last_known, nan=-np.inf), claim, np.nan)
     pending = np.where(claim_trusted, claim, np.nan)

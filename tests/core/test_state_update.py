@@ -450,20 +450,6 @@ def test_a_page_first_trusted_later_reads_the_age_of_its_first_copy():
     assert _lm_sums(s3, "v") == (1, 0, 1)                        # its unchanged day only
 
 
-def test_an_age_under_a_week_is_only_a_change_within_the_week():
-    """A weekly or daily publisher's age is uniform over its period, not exponential: one
-    under a week is read as a censored change within the week, never as an instant."""
-    lm = "Thu, 29 Oct 2026 00:00:00 GMT"                          # 3 days before it was found
-    s1 = fold_day(empty_state(), logs([("u", "2026-11-01T00:00Z", 200, None, lm, "a")]),
-                  "2026-11-01")
-    s2 = fold_day(s1, logs([("u", "2026-11-02T00:00Z", 200, None, lm, "a")]), "2026-11-02")
-    row = s2.set_index("url").loc["u"]
-    assert (row["lm_n"], row["lm_changes"], row["lm_exposure"]) == (1, 0, 1)  # its day only
-    week = [c for c in STATS_COLUMNS if c.startswith("chg_n_") and row[c] > 0]
-    assert len(week) == 1 and row[week[0]] == pytest.approx(2 ** (-1 / P.half_life_days))
-    assert row[week[0].replace("chg_n_", "chg_t_")] == pytest.approx(7 * row[week[0]])
-
-
 @pytest.mark.parametrize("lm, trust", [
     ("Sun, 01 Nov 2026 00:00:00 GMT", True),     # the server's clock at the first fetch
     ("Mon, 02 Nov 2026 00:00:00 GMT", True),     # after the first fetch: no age
