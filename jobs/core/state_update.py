@@ -288,13 +288,12 @@ def fold_day(state: pd.DataFrame, logs: pd.DataFrame, run_date: str,
             first = lm_usable & ~aged[i] & ~was_timed[i]
             # The stored copy's Last-Modified (this fetch's replaces it below): a page whose
             # copy dates from before it was found was unchanged from then to its first fetch.
-            stored_lm_s = http_fields.parse_http_dates(lastmod[i[first]])
-            age_s = first_seen[i[first]] - stored_lm_s
+            rows_f, seen_f = i[first], first_seen[i[first]]
+            age_s = seen_f - http_fields.parse_http_dates(lastmod[rows_f])
             known = np.isfinite(age_s) & (age_s > LAST_MODIFIED_NOW_S)  # not the server's clock
-            age = age_s / DAY_S
-            age_rows.append(i[first][known])
-            age_days.append(age[known])
-            age_since.append((t[first] - first_seen[i[first]])[known] / DAY_S)
+            age_rows.append(rows_f[known])
+            age_days.append(age_s[known] / DAY_S)
+            age_since.append((t[first] - seen_f)[known] / DAY_S)
         aged[i[lm_usable]] = True
         scored, dropped = ob.score_claims(observed, last_known[i], t, claim[i])
         # A confirmed claim dates a change but is no modification age: a sitemap's lastmod
