@@ -38,7 +38,8 @@ STATE_COLUMNS = ("url", "host", "lane", "importance", "lambda_hat", "lambda_lo",
                  "lambda_prior", "n_fetches", "n_observations", "n_changes", "exposure_days",
                  "n_errors", "last_status", "first_seen", "last_fetch_at", "last_success_at",
                  "last_change_at", "last_known_at", "etag", "last_modified", "content_hash",
-                 "interval_s", "gone", "consecutive_gone", "signal_claim_at",
+                 "interval_s", "lm_n", "lm_changes", "lm_exposure", "gone", "consecutive_gone",
+                 "signal_claim_at",
                  "pending_signal_at", "signal_unchanged_at", "fingerprint_version")
 HOST_COLUMNS = ("host", "validator_class", "trust_etag", "trust_lm", "audit_wanted",
                 "signal_accuracy", "signal_trusted", "cap_factor", "urls_known", "nominal_cap",
@@ -56,6 +57,19 @@ def _stale_since_text(p: dict, h: dict | None) -> str:
         return f"the last success {since}: this host's 304s are trusted"
     return (f"the last confirmed copy {since}: a full fetch with a hash or a trusted 304; "
             f"this host's 304s are not trusted")
+
+
+def _dated_text(s: dict) -> str:
+    """The Last-Modified evidence λ̂ also reads (``lm_*``), which the change bits do not show:
+    a page found unchanged for months has a low λ̂ after a few fetches because of it."""
+    n = s.get("lm_n")
+    if n is None or not n > 0:
+        return ("  dated by Last-Modified: nothing (no trusted Last-Modified yet; the change "
+                "bits above are all its evidence)")
+    return (f"  dated by Last-Modified: {_num(n, '{:.3g}')} observations "
+            f"({_num(s.get('lm_changes'), '{:.3g}')} changes) over "
+            f"{_num(s.get('lm_exposure'), '{:.1f}')} days (decayed; a dated first copy "
+            f"adds its age: docs/estimation.md, \"The age at discovery\")")
 
 
 def _committed_rows(cfg: Config, table: str, dt: str, column: str, value: str, columns=None):
@@ -207,10 +221,12 @@ def render(doc: dict) -> str:
             "State (state/dt=%s):" % doc["run_date"],
             f"  lambda_hat {_num(s['lambda_hat'])}/day, 90% interval "
             f"[{_num(s['lambda_lo'])}, {_num(s['lambda_hi'])}], shrunk towards {prior}",
-            f"  {s['n_observations']} observations ({s['n_changes']} changes) over "
+            f"  {_num(s['n_observations'], '{:.3g}')} observations "
+            f"({_num(s['n_changes'], '{:.3g}')} changes) over "
             f"{_num(s['exposure_days'], '{:.1f}')} days; {s['n_fetches']} fetches, "
             f"{s['n_errors']} errors; last status {_num(s.get('last_status'), '{}')}"
             + ("; GONE" if s.get("gone") else ""),
+            _dated_text(s),
             f"  last fetch {_when(s['last_fetch_at'])}, last success "
             f"{_when(s['last_success_at'])}, last change seen {_when(s['last_change_at'])}, "
             f"last confirmed {_when(s['last_known_at'])}",

@@ -95,6 +95,8 @@ def test_explain_json_matches_state_plan_schedule_and_logs(capsys, pipeline):
     assert doc["state"]["lambda_hat"] == pytest.approx(state.lambda_hat)
     assert doc["state"]["lambda_hi"] == pytest.approx(state.lambda_hi)
     assert doc["state"]["n_observations"] == state.n_observations
+    for col in ("lm_n", "lm_changes", "lm_exposure"):
+        assert doc["state"][col] == pytest.approx(state[col]), col
     plan = _plan(cfg, D).set_index("url").loc[url]
     assert doc["plan"]["planned_rate"] == pytest.approx(plan.planned_rate)
     assert doc["plan"]["reason"] == plan.reason and doc["plan"]["reason_text"]
@@ -114,7 +116,8 @@ def test_explain_text_names_rate_reason_slots_and_fetches(capsys, pipeline):
     assert code == 0, err
     print(out, file=__import__("sys").stderr)  # shown with -s / on failure: the report's sample
     assert out.startswith(url)
-    for needle in ("lambda_hat", "90% interval", "validator class", "planned rate", "reason: ",
+    for needle in ("lambda_hat", "90% interval", "dated by Last-Modified: ", "validator class",
+                   "planned rate", "reason: ",
                    "host cap", "p_stale_now", "P(changed since the last ",
                    "no change since the copy (trusted, may defer a visit) ",
                    f"Schedule {schedule_date(D)} (published",
@@ -202,3 +205,15 @@ def test_explain_says_which_instant_p_stale_now_counted_from():
     assert trusted.startswith("the last success 2026-11-28 06:00:00 UTC") and "trusted" in trusted
     old = _stale_since_text({"last_success_at": plan["last_success_at"]}, None)
     assert old == "the last success 2026-11-29 01:00:00 UTC"
+
+
+def test_explain_shows_the_dated_evidence_lambda_hat_reads():
+    """λ̂ also reads the trusted Last-Modified sums (``lm_*``, the first copy's age among
+    them), which the change bits do not show: a slow page's low λ̂ is explained by them."""
+    from jobs.explain import _dated_text
+
+    line = _dated_text({"lm_n": 2.0, "lm_changes": 1.0, "lm_exposure": 87.25})
+    assert "dated by Last-Modified: 2 observations (1 changes) over 87.2 days" in line
+    assert "The age at discovery" in line
+    for none in ({"lm_n": 0.0, "lm_changes": 0.0, "lm_exposure": 0.0}, {"lm_n": None}, {}):
+        assert "dated by Last-Modified: nothing" in _dated_text(none), none
