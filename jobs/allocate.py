@@ -43,8 +43,7 @@ from jobs.spark_session import get_spark
 # The state columns a page carries into allocate as they are (the others are cast or filled).
 STATE_PAGE_COLUMNS = ("host", "url", "lane", "lambda_hat", "importance", "interval_s",
                       "last_fetch_at", "last_success_at", "last_status", "etag",
-                      "last_modified", "gone", "last_known_at", "last_change_at",
-                      "lambda_hi")
+                      "last_modified", "gone", "last_known_at", "last_change_at")
 
 
 def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = None):
@@ -95,7 +94,6 @@ def load_pages(spark, cfg: Config, run_date: str, lambda_table: str | None = Non
                        F.lit(False).alias("gone"),
                        F.lit(None).cast("timestamp").alias("last_known_at"),
                        F.lit(None).cast("timestamp").alias("last_change_at"),
-                       F.lit(None).cast("double").alias("lambda_hi"),
                        F.lit("full").alias("method_hint"),
                        F.lit(None).cast("timestamp").alias("pending_signal_at"),
                        *[F.lit(None).cast("double").alias(c)

@@ -549,12 +549,6 @@ class LanesConfig:
                                   default=4.0)
     fast_min_importance: float = _doc("Importance a page needs (with fast_min_lambda) for the fast "
                                       "lane.", default=5.0)
-    fast_admit_upper: bool = _doc("A known page whose every observation (at least one) saw a change, "
-                                  "on a host without trusted Last-Modified, is weighed for the fast "
-                                  "lane at lambda_hi (the upper end of its interval) instead of "
-                                  "lambda_hat: its likelihood is flat above lambda_hat, which rests "
-                                  "on its group's prior, and the lane's short intervals measure it "
-                                  "(docs/allocation-spark.md, Lanes).", default=True)
     fast_patterns: str = _doc("Comma-separated regular expressions; a known URL matching any joins "
                               "the fast lane (front pages, feeds). Empty: none.",
                               default=r"^https?://[^/]+/?$,/(feed|rss|atom)(\.xml)?/?$")

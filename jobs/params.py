@@ -33,7 +33,7 @@ def plan_context(cfg: Config, window_start: float, window_end: float) -> host_pl
         initial_s=iv.initial_s, gone_rate=1.0 / cfg.policy.gone_recheck_days,
         default_importance=cfg.policy.default_importance,
         fast_min_lambda=ln.fast_min_lambda, fast_min_importance=ln.fast_min_importance,
-        fast_patterns=ln.fast_patterns, fast_admit_upper=ln.fast_admit_upper, fast_rate=f_max,
+        fast_patterns=ln.fast_patterns, fast_rate=f_max,
         fast_enabled=lanes.share_targets(budget_params(cfg))["fast"] >= 1,
         audit_rate=cfg.audit.sample_rate, audit_cadence_days=ln.audit_cadence_days,
         policy=policy, fast_floor=bool(ln.fast_as_floor and policy.budget_aware),

@@ -88,40 +88,6 @@ def fast_mask(urls, lam, importance, is_known, min_lambda, min_importance, patte
     return fast
 
 
-#: The page columns :func:`fast_admission_rate` reads besides λ̂ and the host's trust.
-ADMISSION_COLUMNS = ("lambda_hi", "n_observations", "n_changes")
-
-
-def fast_admission_rate(lam, lam_hi, n_observations, n_changes, trust_lm) -> np.ndarray:
-    r"""The rate the fast lane's threshold reads: λ̂, or ``lambda_hi`` for a page that
-    every observation saw changed, on a host without trusted Last-Modified.
-
-    Such a page's censored likelihood :math:`\prod_i (1 - e^{-\lambda t_i})` is flat above
-    about :math:`1/t`: its λ̂ is where its group's prior meets that knee, and a page that
-    changes 20 times a day, fetched every two days, looks like one that changes once
-    (docs/estimation.md, "Fast pages at few observations"). Its interval's upper end says
-    how fast it may be. Weighed there, it gets the fast lane's short intervals, which
-    measure it: an unchanged fetch ends the optimism (not every observation changed), and
-    changed ones raise λ̂. Without trusted Last-Modified nothing else dates its changes.
-
-    Parameters
-    ----------
-    lam, lam_hi : array_like
-        λ̂ and the upper end of its interval, per day (NaN: λ̂ alone).
-    n_observations, n_changes : array_like
-        The state's decayed observation and change counts (NaN: none).
-    trust_lm : array_like of bool
-        The page's host has trusted Last-Modified.
-    """
-    lam = np.nan_to_num(np.asarray(lam, dtype=float))
-    hi = np.asarray(lam_hi, dtype=float)
-    n_obs = np.nan_to_num(np.asarray(n_observations, dtype=float))
-    n_chg = np.nan_to_num(np.asarray(n_changes, dtype=float))
-    optimistic = ((n_obs >= 1.0) & (n_chg >= n_obs * (1.0 - 1e-9)) & np.isfinite(hi)
-                  & ~np.asarray(trust_lm, dtype=bool))
-    return np.where(optimistic, np.fmax(lam, np.where(np.isfinite(hi), hi, lam)), lam)
-
-
 def fill_importance(importance, is_frontier, is_known, default: float,
                     groups: HostGroups | None = None) -> np.ndarray:
     """Frontier URLs without importance get the host prior: the median of the host's known

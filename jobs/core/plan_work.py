@@ -70,7 +70,6 @@ class PlanContext:
     backfill_s: float = 0.0                   # horizon of pulled-forward visits (0: off)
     probe_factor: float = 0.0                 # all-changed pages probed at this / λ̂ (0: off)
     max_defer_s: float = 0.0                  # signals.max_defer_days in seconds (0: off)
-    fast_admit_upper: bool = False            # lanes.fast_admit_upper (lanes.fast_admission_rate)
 
     @property
     def day_index(self) -> int:
@@ -158,13 +157,7 @@ def prepare(pages: pd.DataFrame, ctx: PlanContext, groups: HostGroups | None = N
         # Only pages that could still join need the thresholds and the URL patterns.
         matched = (pages[PATTERN_COLUMN].to_numpy(dtype=bool) if PATTERN_COLUMN in pages.columns
                    else None)
-        admit = lam
-        if ctx.fast_admit_upper and all(c in pages.columns for c in lanes.ADMISSION_COLUMNS):
-            admit = lanes.fast_admission_rate(
-                lam, pages["lambda_hi"].to_numpy(dtype=float),
-                pages["n_observations"].to_numpy(dtype=float),
-                pages["n_changes"].to_numpy(dtype=float), flag(pages, "trust_lm", False))
-        fast = (lanes.fast_mask(urls, admit, imp, known & ~gone & ~listed, ctx.fast_min_lambda,
+        fast = (lanes.fast_mask(urls, lam, imp, known & ~gone & ~listed, ctx.fast_min_lambda,
                                 ctx.fast_min_importance, lanes.compile_patterns(ctx.fast_patterns),
                                 matched) | listed) & ~gone
     lane = np.where(~known, "discovery", np.where(fast, "fast", "refresh")).astype(object)

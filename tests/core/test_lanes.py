@@ -74,45 +74,6 @@ def test_fast_lane_takes_thresholds_and_patterns_only_for_known_pages():
     assert fast.tolist() == [True, True, False, True, False]
 
 
-def test_fast_admission_reads_the_upper_end_only_for_every_fetch_changed_without_dates():
-    """λ_hi stands for λ̂ when every observation (at least one) saw a change and the host
-    has no trusted Last-Modified; one unchanged observation, no observation, a trusted host
-    or no interval leave λ̂."""
-    lam = [0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 6.0]
-    hi = [14.0, 14.0, 14.0, 14.0, 14.0, np.nan, 3.0]
-    n_obs = [2.0, 2.0, 0.0, 1.6, 0.9, 2.0, 2.0]
-    n_chg = [2.0, 1.4, 0.0, 1.6, 0.9, 2.0, 2.0]
-    trust = [False, False, False, True, False, False, False]
-    got = lanes.fast_admission_rate(lam, hi, n_obs, n_chg, trust)
-    assert got.tolist() == [14.0, 0.7, 0.7, 0.7, 0.7, 0.7, 6.0]
-    # decayed counts: all changed is n_changes == n_observations, whatever their scale
-    assert lanes.fast_admission_rate([0.5], [9.0], [1.23], [1.23], [False]).tolist() == [9.0]
-
-
-def test_prepare_puts_a_page_fast_on_its_upper_end_only_when_configured():
-    """lanes.fast_admit_upper: the page whose every fetch changed, on an untrusted host,
-    with λ_hi above fast_min_lambda joins the fast lane; its twin on a trusted host, one
-    with an unchanged fetch, and all of them with the switch off stay in refresh."""
-    pages = pd.DataFrame({
-        "url": [f"https://h.example/a/{i}" for i in range(4)],
-        "host": ["h.example", "h.example", "t.example", "h.example"],
-        "lane": "refresh", "lambda_hat": 0.7, "lambda_hi": 14.0, "importance": 9.0,
-        "interval_s": 86400.0, "n_observations": 2.0, "n_changes": [2.0, 2.0, 2.0, 1.0],
-        "trust_lm": [False, False, True, False]})
-    pages.loc[1, "lambda_hi"] = 3.0  # below fast_min_lambda (4)
-    ctx = replace(plan_context(Config(), 1.8e9, 1.8e9 + 86400), fast_enabled=True,
-                  fast_patterns="")
-    groups = plan_work.HostGroups.of(pages["host"].to_numpy(object))
-    assert ctx.fast_admit_upper  # the default
-    work = plan_work.prepare(pages, ctx, groups)
-    assert work["lane"].tolist() == ["fast", "refresh", "refresh", "refresh"]
-    off = plan_work.prepare(pages, replace(ctx, fast_admit_upper=False), groups)
-    assert off["lane"].tolist() == ["refresh"] * 4
-    # pages without the columns (a caller that does not carry them) keep λ̂
-    bare = pages.drop(columns=["lambda_hi"])
-    assert plan_work.prepare(bare, ctx, groups)["lane"].tolist() == ["refresh"] * 4
-
-
 def test_host_prior_fills_missing_frontier_importance():
     w = lanes.fill_importance([2.0, 4.0, np.nan, 7.0], [False, False, True, True],
                               [True, True, False, False], 1.0)
