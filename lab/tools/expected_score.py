@@ -25,6 +25,10 @@ A 200 or 304 answer is a fresh copy (a lying 304 is not seen here: the same for 
 Each ``--run LABEL=DIR`` is a report directory (``lab.backtest --out DIR``) whose work
 directory is ``DIR_w`` (``--workdir``); its ``--policy`` pages are scored against the
 oracle pages of ``--oracle`` (same web, seed and history).
+
+``--by-day`` prints, per run, the same expectation day by day for the two Poisson kinds:
+the ratio to the oracle of each planned day, which tells a gap the planner closes as it
+learns (a ratio that climbs) from one it keeps (a flat one).
 """
 from __future__ import annotations
 
@@ -70,9 +74,11 @@ def expected_fresh_days(fetch_s, lam, start_s, end_s):
     return float(np.sum((np.exp(-lam * lead) - np.exp(-lam * gap)) / lam))
 
 
-def expected_pages(report: str, policy: str) -> pd.DataFrame:
+def expected_pages(report: str, policy: str, by_day: bool = False) -> pd.DataFrame:
     """``policy``'s pages of ``report`` with ``fresh_days`` replaced by their expectation
-    where the module notes allow (``expected``: whether it was)."""
+    where the module notes allow (``expected``: whether it was); with ``by_day``, also each
+    planned day's expected fresh days (columns ``day1``, ``day2``, ..., NaN where not
+    ``expected``)."""
     pages = run_pages(report, policy).reset_index(drop=True)
     if pages.empty:
         raise ValueError(f"{report}: no {policy!r} pages in data/pages.parquet")
@@ -92,14 +98,23 @@ def expected_pages(report: str, policy: str) -> pd.DataFrame:
     window = (end - start) / DAY_S
     kind = page_kinds(pages)
     ok = np.isin(kind, POISSON_KINDS) & np.isclose(pages["obs_days"], window)
+    n_days = int(round(window))
     exp = np.full(len(pages), np.nan)
+    days = np.full((len(pages), n_days), np.nan)
     for i in np.flatnonzero(ok):
         t = by_url.get(pages.at[i, "url"])
         if t is not None:
-            exp[i] = expected_fresh_days(t, float(pages.at[i, "lam"]), start, end)
+            lam = float(pages.at[i, "lam"])
+            exp[i] = expected_fresh_days(t, lam, start, end)
+            if by_day and np.isfinite(exp[i]):
+                days[i] = [expected_fresh_days(t, lam, start + d * DAY_S, start + (d + 1) * DAY_S)
+                           for d in range(n_days)]
     out = pages.copy()
     out["expected"] = np.isfinite(exp)
     out["fresh_days"] = np.where(out["expected"], exp, pages["fresh_days"])
+    if by_day:
+        for d in range(n_days):
+            out[f"day{d + 1}"] = days[:, d]
     return out
 
 
@@ -114,23 +129,46 @@ def ratios(mine: pd.DataFrame, oracle: pd.DataFrame) -> dict:
     return row
 
 
+def day_ratios(mine: pd.DataFrame, oracle: pd.DataFrame) -> pd.DataFrame:
+    """Per planned day and Poisson kind: importance-weighted expected freshness ÷ the
+    oracle's, over the pages expected in both runs (:func:`expected_pages` with ``by_day``)."""
+    cols = [c for c in mine.columns if c.startswith("day") and c[3:].isdigit()]
+    both = mine[["url", "importance", *cols]].merge(
+        oracle[["url", *cols]], on="url", suffixes=("", "_oracle"))
+    both = both[both[cols[0]].notna() & both[f"{cols[0]}_oracle"].notna()]
+    kind = page_kinds(mine.set_index("url").loc[both["url"]].reset_index())
+    rows = {}
+    for name, sel in (("poisson and front", np.ones(len(both), bool)),
+                      *((k, kind == k) for k in POISSON_KINDS)):
+        w = both["importance"].to_numpy(float)[sel]
+        rows[name] = [float(w @ both[c].to_numpy(float)[sel]
+                            / (w @ both[f"{c}_oracle"].to_numpy(float)[sel])) for c in cols]
+    return pd.DataFrame(rows, index=pd.Index(range(1, len(cols) + 1), name="day")).T
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab.tools.expected_score",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--oracle", required=True, help="report directory with an oracle run")
     ap.add_argument("--run", action="append", required=True, metavar="LABEL=DIR")
     ap.add_argument("--policy", default="optimal")
+    ap.add_argument("--by-day", action="store_true",
+                    help="also each planned day's ratio of the Poisson kinds (module notes)")
     args = ap.parse_args(argv)
     runs = [r.split("=", 1) for r in args.run]
     if any(len(r) != 2 for r in runs):
         ap.error("--run takes LABEL=DIR")
     try:
-        oracle = expected_pages(args.oracle, "oracle")
-        rows = [{"run": label, **ratios(expected_pages(report, args.policy), oracle)}
-                for label, report in runs]
+        oracle = expected_pages(args.oracle, "oracle", args.by_day)
+        mine = {label: expected_pages(report, args.policy, args.by_day)
+                for label, report in runs}
     except (FileNotFoundError, ValueError) as exc:  # a missing run or a run without pages
         ap.exit(2, f"expected_score: {exc}\n")
+    rows = [{"run": label, **ratios(pages, oracle)} for label, pages in mine.items()]
     print(pd.DataFrame(rows).to_markdown(index=False))
+    for label, pages in mine.items() if args.by_day else ():
+        print(f"\n{label}: expected freshness ÷ the oracle's by planned day")
+        print(day_ratios(pages, oracle).round(4).to_markdown())
     return 0
 
 

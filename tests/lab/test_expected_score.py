@@ -47,3 +47,30 @@ def test_a_missing_run_is_one_line_and_exit_2(tmp_path, capsys):
         assert err[-1].startswith(("expected_score: ", "python -m lab.tools.expected_score: "
                                    "error: --run takes LABEL=DIR")), err
         assert "Traceback" not in "\n".join(err)
+
+
+def test_the_days_of_a_window_add_up_to_the_window():
+    fetches = np.array([-0.3, 0.2, 0.9, 1.0, 2.5, 3.1]) * DAY_S
+    for lam in (0.0, 0.4, 3.0, 40.0):
+        whole = expected_fresh_days(fetches, lam, 0.0, 4 * DAY_S)
+        days = [expected_fresh_days(fetches, lam, d * DAY_S, (d + 1) * DAY_S) for d in range(4)]
+        assert sum(days) == pytest.approx(whole, rel=1e-12)
+        assert all(0.0 <= x <= 1.0 + 1e-12 for x in days)
+
+
+def test_day_ratios_weigh_each_kinds_pages_by_importance():
+    import pandas as pd
+
+    from lab.tools.expected_score import day_ratios
+
+    base = {"url": ["a", "b", "c", "d"], "importance": [1.0, 3.0, 2.0, 5.0],
+            "kind": [0, 0, 0, 0], "front": [False, False, True, False]}
+    mine = pd.DataFrame({**base, "day1": [0.5, 0.2, 0.9, np.nan], "day2": [0.4, 0.1, 0.8, 0.3]})
+    oracle = pd.DataFrame({**base, "day1": [0.25, 0.4, 0.6, 0.7], "day2": [0.2, 0.2, 0.4, 0.9]})
+    got = day_ratios(mine, oracle)
+    # page d has no expectation in this run (NaN): it counts in neither run, on any day
+    assert list(got.columns) == [1, 2]
+    assert got.loc["poisson", 1] == pytest.approx((0.5 + 3 * 0.2) / (0.25 + 3 * 0.4), rel=1e-12)
+    assert got.loc["front", 2] == pytest.approx(0.8 / 0.4, rel=1e-12)
+    assert got.loc["poisson and front", 2] == pytest.approx(
+        (0.4 + 0.3 + 1.6) / (0.2 + 0.6 + 0.8), rel=1e-12)
