@@ -19,6 +19,8 @@ prints
 * ``visits by speed``: where ``optimal``'s visits to Poisson pages differ from the oracle's,
   per decade of the true λ and λ̂ against it: the visits a day more than the oracle's and
   the importance-weighted fresh days they bought (Σ w (F − F_oracle), days per day);
+* ``visits by kind and day``: ``optimal``'s fetches less the oracle's, per page kind and
+  planned day (where the visits move as the planner learns);
 * ``poisson loss``: the Poisson pages' importance-weighted freshness below the oracle's per
   evidence group -- observations in state (0, 1-2, 3-10, more), whether every one saw a
   change, and λ̂ against the true λ (``over``/``under``: off by more than 1.5×) -- in % of
@@ -125,6 +127,36 @@ def poisson_visits(pages: pd.DataFrame) -> pd.DataFrame:
         fresh_w=("fresh_w", "sum"))
 
 
+def visits_by_kind_and_day(mine: pd.DataFrame, oracle: pd.DataFrame, kind: pd.Series,
+                           days: list) -> pd.DataFrame:
+    """``mine``'s fetches less ``oracle``'s (fetch logs: ``url``, ``fetched_at``) per page
+    kind (``kind``: by url; "other" for a url it lacks) and planned day (1 = ``days[0]``,
+    UTC dates; fetches on other days are not counted)."""
+    def count(logs):
+        date = pd.to_datetime(logs["fetched_at"], utc=True).dt.date
+        k = kind.reindex(logs["url"].to_numpy()).fillna("other").to_numpy()
+        t = pd.DataFrame({"kind": k, "day": date.map({d: i + 1 for i, d in enumerate(days)})})
+        return t.dropna().astype({"day": int}).groupby(["kind", "day"]).size()
+    diff = count(mine).sub(count(oracle), fill_value=0).unstack("day", fill_value=0)
+    return diff.reindex(columns=range(1, len(days) + 1), fill_value=0).astype(int)
+
+
+def seed_visits(out: str, workdir: str, seed: int) -> pd.DataFrame:
+    """:func:`visits_by_kind_and_day` of one seed of a backtest (its fetch logs, its pages'
+    kinds, its planned dates)."""
+    from lab.backtest.report import page_kinds
+
+    pages = pd.read_parquet(os.path.join(out, "data", "pages.parquet"))
+    pages = pages[(pages["seed"] == seed) & (pages["policy"] == "optimal")]
+    kind = pd.Series(page_kinds(pages), index=pages["url"].to_numpy())
+    daily = pd.read_parquet(os.path.join(out, "data", "daily.parquet"))
+    daily = daily[(daily["seed"] == seed) & (daily["policy"] == "optimal")]
+    days = sorted(pd.to_datetime(daily["date"].astype(str)).dt.date.unique())
+    logs = {p: pd.read_parquet(os.path.join(workdir, f"seed{seed}", p, "data", "fetch_logs"),
+                               columns=["url", "fetched_at"]) for p in ("optimal", "oracle")}
+    return visits_by_kind_and_day(logs["optimal"], logs["oracle"], kind, days)
+
+
 def run_pages(out: str, workdir: str, seed: int, params: timing.TimingParams) -> pd.DataFrame:
     """One seed's per-page frame (:func:`lab.studies.study_gap.seed_pages`) with the last
     state's observation counts and the planner's rhythm of each page (``period_s``)."""
@@ -155,6 +187,8 @@ def main(argv=None) -> int:
         print(f"seed {seed}: Poisson pages' visits a day above the oracle's "
               f"(all: {speed['extra_visits'].sum():+.1f}) and the weighted freshness they bought")
         print(speed.round(2).to_string())
+        print(f"seed {seed}: fetches of optimal less the oracle's, by page kind and planned day")
+        print(seed_visits(args.out, args.workdir, seed).to_string())
         loss = poisson_loss(pages)
         print(f"seed {seed}: Poisson pages' loss to the oracle by evidence "
               f"(% of their oracle freshness; all groups {loss['loss'].sum():+.2f})")

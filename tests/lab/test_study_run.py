@@ -105,3 +105,24 @@ def test_poisson_visits_by_speed_and_estimate():
     assert t.loc[("<0.05", "over"), "extra_visits"] == pytest.approx(0.05)
     assert t.loc[(">2", "under"), "fresh_w"] == pytest.approx(0.2)
     assert t["pages"].sum() == 3                       # the daily page is not Poisson
+
+
+def test_visits_by_kind_and_day_count_each_planned_days_fetches():
+    import datetime as dt
+
+    from lab.studies.study_run import visits_by_kind_and_day
+
+    kind = pd.Series({"a": "poisson", "b": "front", "c": "daily"})
+    at = lambda d, h: pd.Timestamp(f"2026-01-{d:02d} {h:02d}:00", tz="UTC")  # noqa: E731
+    mine = pd.DataFrame({"url": ["a", "a", "b", "c", "x", "a"],
+                         "fetched_at": [at(15, 1), at(15, 23), at(16, 5), at(16, 6), at(16, 7),
+                                        at(14, 9)]})  # the last: before the window
+    oracle = pd.DataFrame({"url": ["b", "b", "c"],
+                           "fetched_at": [at(15, 2), at(16, 3), at(17, 0)]})
+    got = visits_by_kind_and_day(mine, oracle, kind, [dt.date(2026, 1, 15), dt.date(2026, 1, 16),
+                                                      dt.date(2026, 1, 17)])
+    assert list(got.columns) == [1, 2, 3]
+    assert got.loc["poisson"].tolist() == [2, 0, 0]
+    assert got.loc["front"].tolist() == [-1, 0, 0]
+    assert got.loc["daily"].tolist() == [0, 1, -1]
+    assert got.loc["other"].tolist() == [0, 1, 0]  # a url without a kind is still counted
