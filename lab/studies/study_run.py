@@ -145,9 +145,10 @@ def seed_visits(out: str, workdir: str, seed: int) -> pd.DataFrame:
     """:func:`visits_by_kind_and_day` of one seed of a backtest (its fetch logs, its pages'
     kinds, its planned dates)."""
     from lab.backtest.report import page_kinds
+    from lab.tools.family_table import pages as report_pages
 
-    pages = pd.read_parquet(os.path.join(out, "data", "pages.parquet"))
-    pages = pages[(pages["seed"] == seed) & (pages["policy"] == "optimal")]
+    pages = report_pages(out, "optimal")
+    pages = pages[pages["seed"] == seed]
     kind = pd.Series(page_kinds(pages), index=pages["url"].to_numpy())
     daily = pd.read_parquet(os.path.join(out, "data", "daily.parquet"))
     daily = daily[(daily["seed"] == seed) & (daily["policy"] == "optimal")]

@@ -133,10 +133,10 @@ def day_ratios(mine: pd.DataFrame, oracle: pd.DataFrame) -> pd.DataFrame:
     """Per planned day and Poisson kind: importance-weighted expected freshness ÷ the
     oracle's, over the pages expected in both runs (:func:`expected_pages` with ``by_day``)."""
     cols = [c for c in mine.columns if c.startswith("day") and c[3:].isdigit()]
-    both = mine[["url", "importance", *cols]].merge(
+    both = mine[["url", "importance", "kind", "front", *cols]].merge(
         oracle[["url", *cols]], on="url", suffixes=("", "_oracle"))
     both = both[both[cols[0]].notna() & both[f"{cols[0]}_oracle"].notna()]
-    kind = page_kinds(mine.set_index("url").loc[both["url"]].reset_index())
+    kind = page_kinds(both)
     rows = {}
     for name, sel in (("poisson and front", np.ones(len(both), bool)),
                       *((k, kind == k) for k in POISSON_KINDS)):
