@@ -19,7 +19,10 @@ of ``--oracle`` (same web, seed and history, so the same oracle: the oracle runs
 and probes off, which is what lets a run of ``optimal`` alone be compared with it). Prints, per
 label: importance-weighted freshness ÷ the oracle's overall and per kind, visits a day (all and
 per kind), and the
-run's politeness violations and budget overrun (``data/metrics.parquet``).
+run's politeness violations and budget overrun (``data/metrics.parquet``). With ``--shares``
+also each kind's share of the oracle's importance-weighted fresh days (``share KIND``): the
+overall ratio is Σ share × ratio over the kinds, so the shares say how far each kind's
+ratio can move it.
 """
 from __future__ import annotations
 
@@ -64,10 +67,19 @@ def late_ratio(oracle_dir: str, report: str, policy: str, first_day: int = 6) ->
     return float(ratio.iloc[first_day - 1:].mean()) if len(ratio) >= first_day else float("nan")
 
 
+def shares(oracle: pd.DataFrame) -> dict:
+    """Each kind's share of the oracle's importance-weighted fresh days, Σ w·fresh over the
+    kind's pages ÷ over all pages, pooled over seeds (``oracle``: its pages)."""
+    w_fresh = oracle["importance"].to_numpy(float) * oracle["fresh_days"].to_numpy(float)
+    per = pd.Series(w_fresh).groupby(page_kinds(oracle)).sum()
+    return {f"share {k}": float(per.get(k, 0.0) / per.sum()) for k in KINDS}
+
+
 def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
-          ndigits: int | None = 3) -> pd.DataFrame:
+          ndigits: int | None = 3, with_shares: bool = False) -> pd.DataFrame:
     """One row per run: its ratios to the oracle (rounded to ``ndigits``; None: unrounded, as
-    :func:`family` averages them), visits a day and metrics."""
+    :func:`family` averages them), visits a day and metrics; with ``with_shares`` also the
+    oracle's :func:`shares`."""
     def rnd(x: float) -> float:
         return round(x, ndigits) if ndigits is not None else x
 
@@ -84,12 +96,14 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
         row["all, days 6-"] = rnd(late_ratio(oracle_dir, report, policy))
         row.update(visits(mine))
         row.update(metrics(report, policy))
+        if with_shares:
+            row.update({k: rnd(v) for k, v in shares(oracle).items()})
         rows.append(row)
     return pd.DataFrame([*rows, {"run": "oracle", **visits(oracle)}])
 
 
-def family(root: str, labels, oracle_label: str = "base", policy: str = "optimal"
-           ) -> pd.DataFrame:
+def family(root: str, labels, oracle_label: str = "base", policy: str = "optimal",
+           with_shares: bool = False) -> pd.DataFrame:
     """Per label and web of the family under ``root``: the mean over seeds of
     :func:`table`'s ratios, visits a day and the summed violations (module notes)."""
     from lab.sim.params import WEB_FAMILY
@@ -105,7 +119,7 @@ def family(root: str, labels, oracle_label: str = "base", policy: str = "optimal
                         oracle / "data" / "pages.parquet").is_file():
                     continue
                 per_seed.append(table(str(oracle), [(label, str(run))], policy,
-                                      ndigits=None).iloc[0])
+                                      ndigits=None, with_shares=with_shares).iloc[0])
             if not per_seed:
                 continue
             t = pd.DataFrame(per_seed)
@@ -134,15 +148,19 @@ def main(argv=None) -> int:
     ap.add_argument("--family", metavar="ROOT", help="a root of <label>_<web>_s<seed> runs")
     ap.add_argument("--label", action="append", help="with --family: the runs' labels")
     ap.add_argument("--policy", default="optimal")
+    ap.add_argument("--shares", action="store_true",
+                    help="also each kind's share of the oracle's weighted fresh days")
     args = ap.parse_args(argv)
     if args.family:
-        t = family(args.family, args.label or ["base"], policy=args.policy).astype(object)
+        t = family(args.family, args.label or ["base"], policy=args.policy,
+                   with_shares=args.shares).astype(object)
         print(t.where(t.notna(), "").to_markdown(index=False))
         return 0
     if not (args.oracle and args.run):
         ap.error("need --oracle and --run, or --family")
     runs = [tuple(r.split("=", 1)) for r in args.run]
-    print(table(args.oracle, runs, args.policy).to_markdown(index=False))
+    print(table(args.oracle, runs, args.policy, with_shares=args.shares
+                ).to_markdown(index=False))
     return 0
 
 

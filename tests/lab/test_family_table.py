@@ -1,5 +1,6 @@
 """lab.tools.family_table: a run of optimal alone scored against another run's oracle."""
 import numpy as np
+import pytest
 import pandas as pd
 
 from lab.tools.family_table import family, table
@@ -69,3 +70,25 @@ def test_family_rounds_the_mean_not_each_seed(tmp_path):
         _report(tmp_path / f"x_jitter_s{seed}", ["optimal"], [[5, 5, 5, 5 + extra]])
     t = family(str(tmp_path), ["x"]).set_index("web")
     assert t.loc["jitter", "all"] == 1.010 and t.loc["jitter", "all, worst seed"] == 1.006
+
+
+def test_shares_weigh_each_kinds_ratio_into_the_overall_one(tmp_path):
+    """The oracle's fresh days: 5 on a Poisson page, 5 on a front page, 4 and 4 on two daily
+    publishers, so shares 5/18, 5/18 and 8/18; the overall ratio is the sum of the kinds'
+    ratios weighed by their shares."""
+    base = _report(tmp_path / "base", ["optimal", "oracle"], [[5, 5, 5, 5], [5, 5, 4, 4]])
+    after = _report(tmp_path / "after", ["optimal"], [[5, 4, 6, 7]])
+    t = table(base, [("after", after)], ndigits=None, with_shares=True).set_index("run")
+    row = t.loc["after"]
+    assert row["share front"] == pytest.approx(5 / 18, rel=1e-12)
+    assert row["share poisson"] == pytest.approx(5 / 18, rel=1e-12)
+    assert row["share daily"] == pytest.approx(8 / 18, rel=1e-12)
+    assert row["share bursty"] == row["share weekly"] == 0.0
+    kinds = ("front", "poisson", "daily")
+    assert sum(row[f"share {k}"] * row[k] for k in kinds) == pytest.approx(row["all"], rel=1e-12)
+    assert row["all"] == pytest.approx(22 / 18, rel=1e-12)
+    assert "share front" not in table(base, [("after", after)]).columns  # only when asked
+    fam_root = tmp_path / "fam"
+    _report(fam_root / "base_jitter_s0", ["optimal", "oracle"], [[5, 5, 5, 5], [5, 5, 4, 4]])
+    fam = family(str(fam_root), ["base"], with_shares=True).set_index("run")
+    assert fam.loc["base", "share daily"] == round(8 / 18, 3)
