@@ -84,6 +84,7 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
         return round(x, ndigits) if ndigits is not None else x
 
     oracle = pages(oracle_dir, "oracle")
+    oracle_shares = shares(oracle) if with_shares else {}
     rows = []
     for label, report in runs:
         mine = pages(report, policy)
@@ -96,8 +97,7 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
         row["all, days 6-"] = rnd(late_ratio(oracle_dir, report, policy))
         row.update(visits(mine))
         row.update(metrics(report, policy))
-        if with_shares:
-            row.update({k: rnd(v) for k, v in shares(oracle).items()})
+        row.update({k: rnd(v) for k, v in oracle_shares.items()})
         rows.append(row)
     return pd.DataFrame([*rows, {"run": "oracle", **visits(oracle)}])
 
@@ -151,16 +151,21 @@ def main(argv=None) -> int:
     ap.add_argument("--shares", action="store_true",
                     help="also each kind's share of the oracle's weighted fresh days")
     args = ap.parse_args(argv)
-    if args.family:
-        t = family(args.family, args.label or ["base"], policy=args.policy,
-                   with_shares=args.shares).astype(object)
-        print(t.where(t.notna(), "").to_markdown(index=False))
-        return 0
-    if not (args.oracle and args.run):
+    if not args.family and not (args.oracle and args.run):
         ap.error("need --oracle and --run, or --family")
-    runs = [tuple(r.split("=", 1)) for r in args.run]
-    print(table(args.oracle, runs, args.policy, with_shares=args.shares
-                ).to_markdown(index=False))
+    runs = [r.split("=", 1) for r in args.run or []]
+    if any(len(r) != 2 for r in runs):
+        ap.error("--run takes LABEL=DIR")
+    try:
+        if args.family:
+            t = family(args.family, args.label or ["base"], policy=args.policy,
+                       with_shares=args.shares).astype(object)
+            print(t.where(t.notna(), "").to_markdown(index=False))
+            return 0
+        t = table(args.oracle, [tuple(r) for r in runs], args.policy, with_shares=args.shares)
+    except (FileNotFoundError, KeyError) as exc:  # a missing run or a run without its columns
+        ap.exit(2, f"family_table: {exc}\n")
+    print(t.to_markdown(index=False))
     return 0
 
 

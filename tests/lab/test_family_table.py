@@ -92,3 +92,16 @@ def test_shares_weigh_each_kinds_ratio_into_the_overall_one(tmp_path):
     _report(fam_root / "base_jitter_s0", ["optimal", "oracle"], [[5, 5, 5, 5], [5, 5, 4, 4]])
     fam = family(str(fam_root), ["base"], with_shares=True).set_index("run")
     assert fam.loc["base", "share daily"] == round(8 / 18, 3)
+
+
+def test_a_missing_run_is_one_line_and_exit_2(tmp_path, capsys):
+    from lab.tools.family_table import main
+
+    base = _report(tmp_path / "base", ["optimal", "oracle"], [[5, 5, 5, 5], [5, 5, 4, 4]])
+    with pytest.raises(SystemExit) as exc:
+        main(["--oracle", base, "--run", f"x={tmp_path / 'nowhere'}", "--shares"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("family_table: ") and "nowhere" in err and len(err.splitlines()) == 1
+    assert main(["--oracle", base, "--run", f"x={base}", "--shares"]) == 0
+    assert "share daily" in capsys.readouterr().out
