@@ -5,7 +5,8 @@
 ``spark://127.0.0.1:PORT``, build the versioned artefact (``python -m jobs.artefact``) and run
 the real DAG for two consecutive dates through ``SparkSubmitOperator``, publishing to moto over
 HTTP, with ``airflow.spark_session = run`` (one spark-submit, ``plan-day``, per date); the same
-two dates run on ``local[2]`` from the checkout in another data root, one spark-submit per stage. The
+two dates run on ``local[2]`` from the checkout in another data root, the DAG's tasks one by one
+in this process (the test session's Spark, so no JVM starts for the reference). The
 published objects (shards, manifest but its ``extra`` = the run's config) and the staged shards
 must be identical byte for byte; every Spark-written table partition identical in its page bytes
 and rows, its footer up to parquet-mr's JVM-dependent encoding-set order (``_parquet_digest``).
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_dag_day_in_process
 from tests.s3server import patched_env
 
 D0, D1, D2 = "2026-11-18", "2026-11-19", "2026-11-20"
@@ -328,13 +329,18 @@ def two_runs(s3_server, airflow_db, spark, tmp_path_factory, cluster, artefact):
     published = {}
     ensure_bucket(s3.endpoint_url, "sched")
     common = [*BASE, "publish.target=s3://sched/daily"]
-    # local[2]: the checkout, the embedded defaults (shuffle partitions as the cluster's)
+    # local[2]: the checkout, the DAG's tasks in this process on the session's Spark (its
+    # shuffle partitions are the cluster's); tests/ops/test_dag.py shows the same tasks in
+    # process leave a spark-submitted DAG run's objects as they were.
     local_cfg = work / "local.toml"
     _write_config(local_cfg, [*common, f"paths.root={roots['local']}", "spark.master=local[2]",
                               f"publish.endpoint_url={s3.endpoint_url}",
                               f"spark.settings.spark.sql.shuffle.partitions={SHUFFLE}"])
-    timings["local_2_dates_s"] = _run_dates(
-        local_cfg, {"conn_type": "spark", "host": "local[2]"}, {})
+    assert spark.conf.get("spark.sql.shuffle.partitions") == SHUFFLE
+    t0 = time.monotonic()
+    for day in (D1, D2):
+        run_dag_day_in_process(str(local_cfg), day, spark)
+    timings["local_2_dates_s"] = time.monotonic() - t0
     published["local"] = _published(s3, "sched")
     s3.reset()
     ensure_bucket(s3.endpoint_url, "sched")

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_dag_day_in_process
 
 RUN_DATE = "2026-11-05"
 BUDGET = 300
@@ -82,7 +82,7 @@ def published_day(s3_server, airflow_db, spark, tmp_path_factory):
     manifest = json.loads(s3.client().get_object(
         Bucket="sched", Key="daily/schedules/dt=2026-11-06/_manifest.json")["Body"].read())
     report_objects = {k: v for k, v in listing().items() if "/_reports/" in k}
-    rerun = _rerun_tasks_in_process(str(toml), spark)
+    rerun = run_dag_day_in_process(str(toml), RUN_DATE, spark, report=False)
     second = listing()
     yield {"cfg": cfg, "root": root, "schedule": schedule, "first": first,
            "second": second, "manifest": manifest, "rerun": rerun,
@@ -90,22 +90,6 @@ def published_day(s3_server, airflow_db, spark, tmp_path_factory):
            "report_html": s3.client().get_object(
                Bucket="sched", Key=f"daily/schedules/_reports/dt={RUN_DATE}/report.html"
            )["Body"].read().decode()}
-
-
-def _rerun_tasks_in_process(config_path, spark):
-    """The DAG's tasks for RUN_DATE again, in its order, as its workers run them: the Python
-    tasks through their callables, each Spark stage's ``run`` with the config file the
-    spark-submit gets (on this session's Spark instead of a new JVM per stage)."""
-    from jobs import allocate, build_schedule, dag_tasks, update_state
-    from jobs.config import load_config
-
-    assert dag_tasks.logs_present(RUN_DATE, config_path)
-    dag_tasks.validate(RUN_DATE, config_path)
-    for stage in (update_state, allocate, build_schedule):
-        stage.run(load_config(config_path), RUN_DATE, spark)
-    published = dag_tasks.publish(RUN_DATE, config_path)
-    dag_tasks.verify(RUN_DATE, config_path)
-    return published
 
 
 @pytest.mark.e2e
