@@ -72,16 +72,15 @@ def make_config(root, *overrides):
 
 def run_dag_day_in_process(config_path: str, date: str, spark, report: bool = True) -> dict:
     """The daily DAG's tasks for ``date`` in its order, as its workers run them: the Python
-    tasks through their callables, each Spark stage's ``run`` with the config file its
-    spark-submit gets, on this test session's Spark instead of a new JVM per stage. Gives
-    the publish task's record."""
-    from jobs import allocate, build_schedule, dag_tasks, update_state
+    tasks through their callables, the Spark stages through ``jobs.plan_day.run`` with the
+    config file their spark-submit gets, on this test session's Spark instead of a new JVM.
+    Gives the publish task's record."""
+    from jobs import dag_tasks, plan_day
     from jobs.config import load_config
 
     assert dag_tasks.logs_present(date, config_path)
     dag_tasks.validate(date, config_path)
-    for stage in (update_state, allocate, build_schedule):
-        stage.run(load_config(config_path), date, spark)
+    plan_day.run(load_config(config_path), date, spark)
     published = dag_tasks.publish(date, config_path)
     dag_tasks.verify(date, config_path)
     if report:
