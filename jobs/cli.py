@@ -3,13 +3,15 @@ one place a named refusal (:mod:`jobs.errors`) becomes one line on stderr and an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 from datetime import date as _date, datetime, timezone
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from jobs import errors, progress
 from jobs.config import add_config_args, config_from_args
@@ -53,6 +55,71 @@ def add_date_arg(parser: argparse.ArgumentParser, flag: str = "--date",
                  help_text: str = "logical run date D (YYYY-MM-DD)", **kwargs) -> None:
     parser.add_argument(flag, type=iso_date, metavar="YYYY-MM-DD", help=help_text,
                         **{"required": True, **kwargs})
+
+
+class _OutputWrites:
+    """The temporary file of :func:`output_file`, whose failed writes name the output.
+    Only writes are wrapped: an input the body fails to read stays its own error."""
+
+    def __init__(self, fh, path: str, flag: str) -> None:
+        self._fh, self._path, self._flag = fh, path, flag
+
+    def write(self, data) -> int:
+        try:
+            return self._fh.write(data)
+        except OSError as err:
+            raise errors.OutputError(self._path, _reason(err), self._flag) from None
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err) or type(err).__name__
+
+
+@contextlib.contextmanager
+def output_file(path: str, flag: str = "--out") -> Iterator:
+    """A command's output file, written whole or not at all.
+
+    The body writes bytes to a temporary file in ``path``'s directory, which replaces
+    ``path`` once the body has finished; until then a file already at ``path`` is left as it
+    was, and if the body fails the temporary file is removed. An output that cannot be
+    written (no such directory, a directory, no permission, a full disk) is
+    :class:`jobs.errors.OutputError` (exit 2), raised before the body runs when the
+    directory is the problem.
+    """
+    if os.path.isdir(path):
+        raise errors.OutputError(path, "is a directory", flag)
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part",
+                                   dir=directory)
+    except OSError as err:
+        raise errors.OutputError(path, _reason(err), flag) from None
+    fh = os.fdopen(fd, "wb")
+    try:
+        yield _OutputWrites(fh, path, flag)
+        try:
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+            os.chmod(tmp, 0o666 & ~_umask())  # what open() would have given, not mkstemp's 0600
+            os.replace(tmp, path)
+        except OSError as err:
+            raise errors.OutputError(path, _reason(err), flag) from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fh.close()
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def guarded(main: Callable[[list], Optional[int]], argv: Optional[list] = None,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs import partitions, schemas
-from jobs.cli import Parser, add_date_arg, guarded
+from jobs.cli import Parser, add_date_arg, guarded, output_file
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.errors import MissingPartitionError, UsageError
 from jobs.fleet.schedule import SCHEDULE_SCHEMA, filesystem_for, read_shard_index
@@ -82,7 +82,7 @@ def filtered(reader: pa.RecordBatchReader, where: Optional[str]) -> pa.RecordBat
 
 def dump(cfg: Config, run_date: str, table: str, out, *, fmt: str = "csv",
          host: Optional[str] = None, where: Optional[str] = None) -> int:
-    """Write the slice to ``out`` (a path, or a binary file object for CSV); rows written."""
+    """Write the slice to ``out`` (a path or a binary file object); rows written."""
     if table not in TABLES or fmt not in FORMATS:
         raise UsageError(f"--table must be one of {TABLES}, --format one of {FORMATS}")
     files, schema = table_files(cfg, table, run_date)
@@ -120,11 +120,14 @@ def main(argv=None) -> int:
     if args.format == "parquet" and not args.out:
         parser.error("--format parquet needs --out FILE")
     cfg = config_from_args(args)
-    target = args.out or sys.stdout.buffer
-    n = dump(cfg, args.date, args.table, target, fmt=args.format, host=args.host,
+    if not args.out:
+        dump(cfg, args.date, args.table, sys.stdout.buffer, fmt=args.format, host=args.host,
              where=args.where)
-    if args.out:
-        print(f"{n} rows -> {args.out}")
+        return 0
+    with output_file(args.out) as fh:  # whole or not at all
+        n = dump(cfg, args.date, args.table, fh, fmt=args.format, host=args.host,
+                 where=args.where)
+    print(f"{n} rows -> {args.out}")
     return 0
 
 

@@ -135,6 +135,19 @@ class ObjectAccessDenied(RecrawlError, PermissionError):
     """
 
 
+class OutputError(RecrawlError, OSError):
+    """A command's output file (``--out``) cannot be written: no such directory, a directory,
+    no permission, or the disk filled. Nothing is left at its path; a file that was there
+    stays as it was."""
+
+    def __init__(self, path: str, reason: str, flag: str = "--out") -> None:
+        self.path, self.reason = path, reason
+        super().__init__(f"{flag} {path}: cannot be written: {reason}")
+
+    def __str__(self) -> str:  # OSError's would show the args tuple of a 3-argument call
+        return str(self.args[0])
+
+
 class ArchiveReadError(RecrawlError, ValueError):
     """``recrawl import-warc|import-cdx``: a file is not a WARC or CDX(J) file at all (its
     first record or line cannot be read); nothing was committed."""

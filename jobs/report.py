@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from jobs import metrics, partitions, storage
-from jobs.cli import Parser, add_date_arg, guarded
+from jobs.cli import Parser, add_date_arg, guarded, output_file
 from jobs.config import Config, add_config_args, config_from_args
 from jobs.core import daily_report as dr
 from jobs.errors import MissingPartitionError, UsageError
@@ -139,10 +139,10 @@ def build(cfg: Config, run_date: str, *, days: int = 14, top: int = 20) -> dict:
 
 
 def write(cfg: Config, run_date: str, out: str, **kw) -> str:
-    """Build and render the page for ``run_date`` into ``out`` (a local path); returns it."""
-    page = render(build(cfg, run_date, **kw))
-    with open(out, "w", encoding="utf-8") as fh:
-        fh.write(page)
+    """Build and render the page for ``run_date`` into ``out`` (a local path), whole or not
+    at all (:func:`jobs.cli.output_file`); returns it."""
+    with output_file(out) as fh:
+        fh.write(render(build(cfg, run_date, **kw)).encode("utf-8"))
     return out
 
 

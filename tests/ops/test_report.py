@@ -363,6 +363,31 @@ def test_missing_partition_of_the_date_itself_is_a_named_error(hand_root, tmp_pa
     assert "MissingPartitionError: [plan]" in capsys.readouterr().err
 
 
+def test_an_unwritable_out_is_one_line_and_a_failed_build_keeps_the_old_page(hand_root,
+                                                                              tmp_path, capsys):
+    sets = ["--set", f"paths.root={hand_root.paths.root}"]
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    for out in (pages, pages / "no-such-dir" / "r.html"):
+        assert console.main(["report", "--date", DAYS[-1], "--out", str(out), *sets]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and f"OutputError: --out {out}: cannot be written" in err[0]
+    old = pages / "r.html"
+    old.write_text("yesterday's page")
+    assert console.main(["report", "--date", "2026-11-30", "--out", str(old), *sets]) == 2
+    assert "MissingPartitionError" in capsys.readouterr().err
+    assert old.read_text() == "yesterday's page" and os.listdir(pages) == ["r.html"]
+    assert console.main(["report", "--date", DAYS[-1], "--out", str(old), *sets]) == 0
+    assert old.read_text().startswith("<!doctype html>")
+    assert oct(old.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_console_writes_the_page(hand_root, tmp_path, capsys):
     out = tmp_path / "r.html"
     assert console.main(["report", "--date", DAYS[-1], "--days", "3", "--out", str(out),

@@ -209,3 +209,47 @@ def test_dump_where_cannot_read_files(tmp_path):
                        "--set", f"paths.root={root}")
         _one_line_refusal(out, 2, "UsageError", "--where")
         assert "root:" not in out.stdout
+
+
+def _full_disk_at(limit_bytes):
+    """A ``preexec_fn``: files of the child process cannot grow past ``limit_bytes`` (as on a
+    full disk, the write fails with EFBIG instead of the process being killed)."""
+    import resource
+    import signal
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    return limit
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
+    root = str(tmp_path / "root")
+    _commit(root, "state", D, pd.DataFrame({"url": [f"https://a.example/p{i}" for i in range(4000)],
+                                            "host": ["a.example"] * 4000,
+                                            "lambda_hat": [0.5] * 4000}))
+    sets = ["--date", D, "--table", "state", "--set", f"paths.root={root}"]
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    for out, reason in ((tmp_path, "is a directory"),
+                        (tmp_path / "no-such-dir" / "s.csv", "No such file or directory"),
+                        (a_file / "s.csv", "Not a directory")):
+        _one_line_refusal(_recrawl("dump", *sets, "--out", str(out)), 2, "OutputError",
+                          f"--out {out}", reason)
+    assert sorted(os.listdir(tmp_path)) == ["a-file", "root"]
+    # The disk fills half way: the earlier file at --out is left whole, no part file stays.
+    out = tmp_path / "s.parquet"
+    out.write_bytes(b"yesterday's export")
+    cmd = [sys.executable, "-m", "jobs.console", "dump", *sets, "--format", "parquet",
+           "--out", str(out)]
+    full = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd="/",
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+                          preexec_fn=_full_disk_at(8_000))
+    _one_line_refusal(full, 2, "OutputError", f"--out {out}", "File too large")
+    assert out.read_bytes() == b"yesterday's export"
+    assert sorted(os.listdir(tmp_path)) == ["a-file", "root", "s.parquet"]
+    # With room, the same command replaces it whole.
+    done = _recrawl("dump", *sets, "--format", "parquet", "--out", str(out))
+    assert done.returncode == 0 and done.stdout.strip() == f"4000 rows -> {out}", done.stderr
+    assert pd.read_parquet(out)["url"].tolist() == [f"https://a.example/p{i}" for i in range(4000)]
