@@ -4,6 +4,9 @@
     python infra/local_s3.py status [--port 9000]  # prints endpoint, exit 1 if down
     python infra/local_s3.py stop [--port 9000]
 
+A ``start`` that cannot (the port held by another program, moto_server missing or failing)
+prints one line on stderr and exits 2.
+
 ``start`` is idempotent: if the server for that port is already up it only prints the
 endpoint. The pid file and log live in ``var/local_s3/`` (override with
 ``LOCAL_S3_STATE_DIR``); the port also comes from ``LOCAL_S3_PORT``. Data is in
@@ -12,8 +15,10 @@ memory and gone after ``stop``.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -59,6 +64,19 @@ def answers(port: int) -> bool:
         return False
 
 
+def bindable(port: int) -> bool:
+    """False if another socket already listens on (or holds) the port on the loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
+        try:
+            sock.bind((HOST, port))
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
+
+
 def running_pid(port: int) -> int | None:
     """Pid from the pid file if that process is alive and is a moto_server."""
     try:
@@ -74,8 +92,9 @@ def start(port: int) -> str:
     """Start the server unless it already runs; return its endpoint."""
     if running_pid(port) and answers(port):
         return endpoint(port)
-    if answers(port):
-        raise RuntimeError(f"port {port} is taken by a process we did not start")
+    if answers(port) or not bindable(port):
+        raise RuntimeError(f"port {port} on {HOST} is in use by a program this script did not "
+                           f"start: choose another with --port (or LOCAL_S3_PORT)")
     state_dir().mkdir(parents=True, exist_ok=True)
     log = open(state_dir() / f"moto-{port}.log", "ab")
     process = subprocess.Popen([moto_binary(), "-H", HOST, "-p", str(port)], stdout=log,
@@ -86,7 +105,8 @@ def start(port: int) -> str:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pid_file(port).unlink(missing_ok=True)
-            raise RuntimeError(f"moto_server exited with {process.returncode}; see {log.name}")
+            raise RuntimeError(f"moto_server exited with {process.returncode}; see its log "
+                               f"{log.name}")
         if answers(port):
             return endpoint(port)
         time.sleep(0.1)
@@ -127,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.port < 65536:
         parser.error(f"port out of range: {args.port}")
     if args.command == "start":
-        print(start(args.port))
+        try:
+            print(start(args.port))
+        except (RuntimeError, TimeoutError, FileNotFoundError) as err:
+            parser.exit(2, f"{parser.prog}: error: {err}\n")
     elif args.command == "stop":
         print("stopped" if stop(args.port) else "not running")
     else:

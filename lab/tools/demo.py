@@ -27,6 +27,7 @@ import pandas as pd
 
 from jobs.cli import Parser, guarded, iso_date
 from jobs.config import load_config, toml_text
+from jobs.errors import UsageError
 from jobs.paths import schedule_date, schedule_manifest_key, shift_day
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,8 +57,14 @@ def run_logged(cmd: list[str], env: dict, log: Path) -> None:
 
 
 def start_s3(port: int) -> str:
+    """``infra/local_s3.sh start PORT``; its one-line refusal (a port another program holds)
+    is the demo's, as a UsageError of --port."""
     out = subprocess.run(["bash", str(REPO / "infra" / "local_s3.sh"), "start", str(port)],
-                         check=True, capture_output=True, text=True)
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        said = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+        raise UsageError(f"--port {port}: the local S3 server did not start: "
+                         f"{said.removeprefix('local_s3.py: error: ')}")
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -73,18 +80,26 @@ def demo_overrides(root: Path, endpoint: str) -> list[str]:
             "airflow.spark_session=run"]
 
 
-def make_web(root: Path, urls: int, hosts: int, seed: int, first: str, legacy_days: int):
-    """The demo's web, crawled by the legacy crawler for ``legacy_days`` from ``first``:
-    fetch logs, signals, frontier, host policy and importance under ``root``; returns the
-    simulation, ready for the fleet to execute the planner's schedules."""
+def web_params(urls: int, hosts: int, seed: int, first: str):
+    """The demo web's parameters from day ``first``; ValueError names what is out of range."""
+    from lab.backtest.loop import PROCESS_SHARES
+    from lab.sim import WebParams
+
+    return WebParams(n_urls=urls, n_hosts=hosts, seed=seed, start=first,
+                     process_shares=PROCESS_SHARES)
+
+
+def make_web(root: Path, params, legacy_days: int):
+    """The demo's web (``params``, :func:`web_params`), crawled by the legacy crawler for
+    ``legacy_days`` from its start: fetch logs, signals, frontier, host policy and importance
+    under ``root``; returns the simulation, ready for the fleet to execute the planner's
+    schedules."""
     import pyarrow as pa
 
-    from lab.backtest.loop import PROCESS_SHARES, write_day, write_inputs
-    from lab.sim import Simulation, WebParams, run_history
+    from lab.backtest.loop import write_day, write_inputs
+    from lab.sim import Simulation, run_history
     from lab.sim.contract import HOST_POLICY_SCHEMA, write_table
 
-    params = WebParams(n_urls=urls, n_hosts=hosts, seed=seed, start=first,
-                       process_shares=PROCESS_SHARES)
     sim = Simulation(params)
     run_history(sim, legacy_days, lambda d, table, rec: write_day(sim, root, d, table))
     write_table(pa.Table.from_pandas(sim.web.host_policy(), preserve_index=False),
@@ -161,6 +176,13 @@ def main(argv=None) -> int:
     if not 0 <= args.plan_days <= args.days - 2:
         parser.error("--plan-days must be between 0 and --days - 2 (a day of history to "
                      "rebuild state from and one the first run updates)")
+    if not 0 < args.port < 65536:
+        parser.error(f"--port must lie in 1..65535, got {args.port}")
+    first = shift_day(args.date, -(args.days - 1))
+    try:  # the web's own checks (hosts >= 1, urls >= 2 x hosts, seed >= 0), before the S3 server
+        params = web_params(args.urls, args.hosts, args.seed, first)
+    except ValueError as err:
+        parser.error(f"--urls {args.urls} --hosts {args.hosts} --seed {args.seed}: {err}")
     load_config(None, args.set)  # a bad --set is refused before the S3 server starts
     t0 = time.monotonic()
     # The loopback S3 server accepts any credentials; never pick up real ones here.
@@ -181,13 +203,12 @@ def main(argv=None) -> int:
 
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    first = shift_day(args.date, -(args.days - 1))
     first_run = shift_day(args.date, -args.plan_days)
     legacy_days = args.days - args.plan_days
     print(f"[demo] generating {args.urls} URLs on {args.hosts} hosts: {legacy_days} days of "
           f"fetch logs {first} .. {first_run} by the legacy crawler (seed {args.seed}) ...",
           flush=True)
-    sim = make_web(root, args.urls, args.hosts, args.seed, first, legacy_days)
+    sim = make_web(root, params, legacy_days)
     # Only the demo creates the bucket; in production it exists and publish may not create it.
     ensure_bucket(endpoint, BUCKET)
     log = workdir / f"demo-{args.date}.log"
