@@ -7,7 +7,7 @@ reads logs through dt=D and publishes schedules/dt=D+1. ``recrawl COMMAND --help
 Exit status (jobs/errors.py, the README's table): 0 done; 2 a named refusal (bad date,
 config key or value, missing or uncommitted input, broken input contract), printed as one
 line; 3 lost to a concurrent writer or publish; 4 verification failed or a preflight check FAILed; 5 publish or alert
-stopped part way; 6 `status` found something the next run needs missing; 1 anything else
+stopped part way, or the object store did not answer (retry); 6 `status` found something the next run needs missing; 1 anything else
 (a bug: traceback). --debug (anywhere) prints the traceback of a refusal too.
 """
 from __future__ import annotations

@@ -12,8 +12,8 @@ the two identical.
 
 Kept elsewhere, on purpose: the fleet SDK's exceptions (``jobs.fleet``, which installs
 without the planner) and the pure core's (``jobs.core``, which imports nothing outside
-itself). When one of those reaches the command line it is mapped through
-:data:`FOREIGN` by its qualified name.
+itself), and botocore's for an object store that does not answer. When one of those reaches
+the command line it is mapped through :data:`FOREIGN` by its qualified name.
 
 Pure standard library; any module of ``jobs`` may import it (``jobs.core`` does not).
 """
@@ -32,8 +32,8 @@ EXIT_CODES = {
     3: "lost to a concurrent writer of the same partition or published day; nothing of "
        "this run is committed or live",
     4: "the published day failed verification, or a `recrawl preflight` check failed",
-    5: "publishing or alerting stopped part way (the previous published day stays live); "
-       "retry",
+    5: "publishing or alerting stopped part way, or the object store did not answer (the "
+       "previous published day stays live); retry",
     6: "`recrawl status`: something the next run needs is missing or uncommitted",
 }
 EXIT_OK, EXIT_UNEXPECTED, EXIT_REFUSED, EXIT_LOST, EXIT_VERIFY_FAILED, EXIT_INCOMPLETE, \
@@ -228,6 +228,12 @@ FOREIGN = {
     "jobs.fleet.reader.ScheduleIntegrityError": EXIT_VERIFY_FAILED,
     "jobs.fleet.reader.ScheduleChanged": EXIT_LOST,
     "jobs.fleet.reader.ScheduleExpired": EXIT_REFUSED,
+    # An object store that does not answer (after the retries of jobs.objstore.with_retries):
+    # nothing of this run is live; retry once it answers.
+    "botocore.exceptions.EndpointConnectionError": EXIT_INCOMPLETE,
+    "botocore.exceptions.ConnectTimeoutError": EXIT_INCOMPLETE,
+    "botocore.exceptions.ReadTimeoutError": EXIT_INCOMPLETE,
+    "botocore.exceptions.ConnectionClosedError": EXIT_INCOMPLETE,
 }
 
 

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 import botocore.exceptions
 
 from jobs.errors import (EXIT_LOST, PublishConflict,  # noqa: F401  (their home: jobs.errors)
-                         PublishError)
+                         MissingPartitionError, PublishError)
 from jobs.config import check_endpoint_url
 from jobs.objstore import (ObjectNotFound, PreconditionFailed, make_s3_client, open_store,
                            parse_location, with_retries)
@@ -282,8 +282,13 @@ def publish(staging_dir: str, target: str, date: str, manifest_extra: dict, *,
                                     max_pool_connections=max_workers)
     store, location = open_store(target, endpoint_url=endpoint_url,
                                  max_pool_connections=max_workers, sse_kms_key_id=sse_kms_key_id)
-    n_shards, infos = parse_staged_day(retrying(lambda: source.get_bytes(
-        join_key(source_loc.prefix, SHARD_INDEX_NAME))), source=source_loc.uri(SHARD_INDEX_NAME))
+    try:
+        index = retrying(lambda: source.get_bytes(join_key(source_loc.prefix, SHARD_INDEX_NAME)))
+    except ObjectNotFound:
+        raise MissingPartitionError("schedules", source_loc.uri(SHARD_INDEX_NAME),
+                                    "no staged schedule: build_schedule has not finished "
+                                    "for this day") from None
+    n_shards, infos = parse_staged_day(index, source=source_loc.uri(SHARD_INDEX_NAME))
     lock = DayLock(store, schedule_lock_key(location.prefix, date), lock_lease_s, retrying)
     lock.acquire()
     try:

@@ -253,3 +253,25 @@ def test_an_output_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_pat
     done = _recrawl("dump", *sets, "--format", "parquet", "--out", str(out))
     assert done.returncode == 0 and done.stdout.strip() == f"4000 rows -> {out}", done.stderr
     assert pd.read_parquet(out)["url"].tolist() == [f"https://a.example/p{i}" for i in range(4000)]
+
+
+def test_an_object_store_that_does_not_answer_is_one_line_and_exit_5(tmp_path):
+    import socket
+
+    from jobs.paths import schedule_date
+    from tests.s3server import sample_schedule, stage_schedule
+
+    with socket.socket() as sock:  # a loopback port nobody listens on once it is closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sets = ["--date", D, "--set", f"paths.root={tmp_path}", "--set", "publish.target=s3://b/p",
+            "--set", f"publish.endpoint_url=http://127.0.0.1:{port}", "--set",
+            "publish.retries=2"]
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    staged = tmp_path / "schedules" / f"dt={schedule_date(D)}" / "_shards.json"
+    _one_line_refusal(_recrawl("publish", *sets, env=env), 2, "MissingPartitionError",
+                      f"[schedules] {staged}: no staged schedule")
+    stage_schedule(sample_schedule(), str(staged.parent))
+    for command in ("publish", "verify"):
+        _one_line_refusal(_recrawl(command, *sets, env=env), errors.EXIT_INCOMPLETE,
+                          "EndpointConnectionError", f"http://127.0.0.1:{port}/b/")
