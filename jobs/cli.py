@@ -127,13 +127,21 @@ def guarded(main: Callable[[list], Optional[int]], argv: Optional[list] = None,
     """Run ``main(argv)``; a named refusal prints one line and returns its exit code.
 
     The only place an exception becomes an exit status (the codes: :mod:`jobs.errors`).
-    Anything that is not a named refusal propagates (exit 1 with its traceback).
+    Anything that is not a named refusal propagates (exit 1 with its traceback), except a
+    pipe on stdout that its reader closed early (``| head``): a quiet stop, exit 0.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     prog = prog or os.path.basename(sys.argv[0] or "recrawl")
     try:
         return int(main(argv) or 0)
+    except BrokenPipeError:
+        if not _stdout_is_a_pipe():
+            raise
+        # The reader of stdout went away (``recrawl dump ... | head``): it has what it read.
+        # Stop quietly, and keep the interpreter's last flush from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return errors.EXIT_OK
     except Exception as err:  # noqa: BLE001 -- only named refusals are mapped
         code = errors.exit_code(err)
         if code is None:
@@ -142,6 +150,15 @@ def guarded(main: Callable[[list], Optional[int]], argv: Optional[list] = None,
             traceback.print_exc()
         print(f"{prog}: error: {errors.one_line(err)}", file=sys.stderr)
         return code
+
+
+def _stdout_is_a_pipe() -> bool:
+    import stat
+
+    try:
+        return stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode)
+    except (OSError, ValueError):  # closed, or not a real file
+        return False
 
 
 def _stage_name(run: Callable) -> str:

@@ -275,3 +275,18 @@ def test_an_object_store_that_does_not_answer_is_one_line_and_exit_5(tmp_path):
     for command in ("publish", "verify"):
         _one_line_refusal(_recrawl(command, *sets, env=env), errors.EXIT_INCOMPLETE,
                           "EndpointConnectionError", f"http://127.0.0.1:{port}/b/")
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tmp_path):
+    # recrawl dump ... | head -1: no BrokenPipeError traceback, exit 0.
+    root = str(tmp_path)
+    _commit(root, "state", D, pd.DataFrame({"url": [f"https://a.example/p{i}" for i in range(20000)],
+                                            "host": ["a.example"] * 20000}))
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.console", "dump", "--date", D, "--table",
+                             "state", "--set", f"paths.root={root}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd="/")
+    first = proc.stdout.readline()
+    proc.stdout.close()  # 20,000 rows are far more than a pipe's buffer: the next write fails
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0 and err == "", err
+    assert first.startswith(b'"url","host"')
