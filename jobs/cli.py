@@ -128,7 +128,9 @@ def guarded(main: Callable[[list], Optional[int]], argv: Optional[list] = None,
 
     The only place an exception becomes an exit status (the codes: :mod:`jobs.errors`).
     Anything that is not a named refusal propagates (exit 1 with its traceback), except a
-    pipe on stdout that its reader closed early (``| head``): a quiet stop, exit 0.
+    pipe on stdout that its reader closed early (``| head``): a quiet stop, exit 0; and
+    Ctrl-C, one line and exit 130 (every write is a transaction, so a stop anywhere leaves
+    what was committed and nothing half-written).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
@@ -142,6 +144,14 @@ def guarded(main: Callable[[list], Optional[int]], argv: Optional[list] = None,
         # Stop quietly, and keep the interpreter's last flush from raising again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return errors.EXIT_OK
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        if "jobs.spark_session" in sys.modules:
+            sys.modules["jobs.spark_session"].end_jvm_after_interrupt()
+        print(f"{prog}: interrupted: what was committed stays committed; rerun to finish",
+              file=sys.stderr)
+        return errors.EXIT_INTERRUPTED
     except Exception as err:  # noqa: BLE001 -- only named refusals are mapped
         code = errors.exit_code(err)
         if code is None:

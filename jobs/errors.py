@@ -35,9 +35,12 @@ EXIT_CODES = {
     5: "publishing or alerting stopped part way, or the object store did not answer (the "
        "previous published day stays live); retry",
     6: "`recrawl status`: something the next run needs is missing or uncommitted",
+    130: "interrupted (Ctrl-C, SIGINT): what the run had committed stays committed, nothing "
+         "half-written is readable; rerun",
 }
 EXIT_OK, EXIT_UNEXPECTED, EXIT_REFUSED, EXIT_LOST, EXIT_VERIFY_FAILED, EXIT_INCOMPLETE, \
     EXIT_NOT_READY = range(7)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's own convention
 
 
 class RecrawlError(Exception):

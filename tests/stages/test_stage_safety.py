@@ -135,6 +135,25 @@ def test_import_killed_before_its_marker_leaves_nothing_readable_then_a_rerun_is
     assert {d: _logs(cfg, d) for d in (D1, D2)} == clean_import
 
 
+def test_ctrl_c_half_way_is_one_line_exit_130_and_leaves_nothing_readable(
+        warc, clean_import, tmp_path):
+    # Ctrl-C signals the terminal's foreground process group: the command and its children.
+    root = tmp_path / "data"
+    cfg = make_config(root)
+    proc, note = _start(_import_cmd(root, warc), tmp_path, "fetch_logs:files_written")
+    _paused(proc, note)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    said = _output(proc).strip().splitlines()
+    assert "Traceback" not in _output(proc)
+    assert said[-1] == ("recrawl import-warc: interrupted: what was committed stays committed; "
+                        "rerun to finish")
+    for day in (D1, D2):
+        assert _logs(cfg, day) == [] and not validate_logs.logs_present(cfg, day)
+    import_files(cfg, [str(warc)], "warc")
+    assert {d: _logs(cfg, d) for d in (D1, D2)} == clean_import
+
+
 def test_import_killed_between_its_days_commits_whole_days_only(warc, clean_import, tmp_path):
     root = tmp_path / "data"
     cfg = make_config(root)

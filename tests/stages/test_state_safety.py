@@ -78,27 +78,36 @@ def _root_after(undisturbed, day, tmp_path):
     return _copy_inputs(undisturbed["after"][day], tmp_path / "data")
 
 
-def _kill_during_write(root, day, table, timeout_s=240):
-    """Start update_state for ``day`` and SIGKILL its process group while Spark writes
-    ``table`` (its job's _temporary directory exists). Returns True if it was killed."""
+def _signal_during_write(root, day, table, sig, output=None, timeout_s=240):
+    """Start update_state for ``day`` and send ``sig`` to its process group while Spark writes
+    ``table`` (its job's _temporary directory exists), its output to the file ``output``.
+    Returns whether it was signalled, and its exit status."""
     cmd = [sys.executable, "-m", "jobs.update_state", "--date", day,
            "--set", f"paths.root={root}"] + [a for s in SPARK_SETS for a in ("--set", s)]
-    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, env=dict(os.environ),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    writing = os.path.join(root, table, f"dt={day}", "_temporary")
-    deadline = time.monotonic() + timeout_s
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            if os.path.exists(writing):
+    with open(output or os.devnull, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, env=dict(os.environ),
+                                stdout=out, stderr=subprocess.STDOUT)
+        writing = os.path.join(root, table, f"dt={day}", "_temporary")
+        deadline = time.monotonic() + timeout_s
+        signalled = False
+        try:
+            while proc.poll() is None and time.monotonic() < deadline:
+                if os.path.exists(writing):
+                    os.killpg(proc.pid, sig)
+                    signalled = True
+                    proc.wait(timeout=120)
+                    break
+                time.sleep(0.005)
+        finally:
+            if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                return True
-            time.sleep(0.005)
-        return False
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    return signalled, proc.returncode
+
+
+def _kill_during_write(root, day, table, timeout_s=240):
+    """SIGKILL update_state's process group while Spark writes ``table``; True if it was."""
+    return _signal_during_write(root, day, table, signal.SIGKILL, timeout_s=timeout_s)[0]
 
 
 def _kill_at(root, day, table, point, tmp_path, timeout_s=240):
@@ -167,6 +176,25 @@ def test_killed_rerun_leaves_the_previous_commit_readable(spark, undisturbed, tm
     _assert_equal_to(undisturbed, root, (D1,))  # the earlier commit of D1, whole
     update_state.run(cfg, D2, spark)
     _assert_equal_to(undisturbed, root, (D1, D2))
+
+
+@pytest.mark.e2e
+def test_ctrl_c_while_spark_writes_is_one_line_exit_130_and_keeps_the_previous_commit(
+        spark, undisturbed, tmp_path):
+    root = _root_after(undisturbed, D1, tmp_path)
+    part = os.path.join(root, "state", f"dt={D1}")
+    old = partitions.read_marker(part)
+    said = tmp_path / "update_state.out"
+    signalled, rc = _signal_during_write(root, D1, "state", signal.SIGINT, said)
+    text = said.read_text()
+    assert signalled and rc == 130, text[-3000:]
+    # No Python traceback: not ours, not py4j's logs of the JVM calls the interrupt broke, not
+    # the accumulator server's (Spark's own log lines about its failed tasks may precede).
+    assert "Traceback" not in text, text[-3000:]
+    assert text.strip().splitlines()[-1] == ("update_state.py: interrupted: what was committed "
+                                             "stays committed; rerun to finish")
+    assert partitions.read_marker(part)["attempt"] == old["attempt"]
+    _assert_equal_to(undisturbed, root, (D1,))
 
 
 @pytest.mark.e2e
