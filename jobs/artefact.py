@@ -96,22 +96,26 @@ def build(out_dir: str, repo: str = REPO) -> dict:
     """Write the zip and its entry script into ``out_dir``; return what was built."""
     ver = version(repo)
     zip_name, entry_name = artefact_names(ver)
-    os.makedirs(out_dir, exist_ok=True)
+    from jobs.cli import output_file
+    from jobs.errors import OutputError
+
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as err:
+        raise OutputError(out_dir, err.strerror or type(err).__name__) from None
     zip_path = os.path.join(out_dir, zip_name)
     entry_path = os.path.join(out_dir, entry_name)
     files = package_files(repo)
     if "jobs/__init__.py" not in files or "jobs/console.py" not in files:
         raise FileNotFoundError(f"{repo}/jobs is not the recrawl jobs package")
     meta = {"name": NAME, "version": ver, "git_commit": _git_commit(repo), "files": len(files)}
-    tmp = zip_path + ".tmp"
-    with zipfile.ZipFile(tmp, "w") as zf:
+    with output_file(zip_path) as out, zipfile.ZipFile(out, "w") as zf:
         for rel in files:
             with open(os.path.join(repo, rel), "rb") as fh:
                 _add(zf, rel, fh.read())
         _add(zf, MANIFEST, json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n")
-    os.replace(tmp, zip_path)
-    with open(entry_path, "w") as fh:
-        fh.write(ENTRY.format(artefact=zip_name, entry=entry_name))
+    with output_file(entry_path) as out:
+        out.write(ENTRY.format(artefact=zip_name, entry=entry_name).encode())
     with open(zip_path, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()
     return {**meta, "zip": zip_path, "entry": entry_path, "sha256": digest}
@@ -123,9 +127,14 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join(REPO, "dist"),
                         help="output directory (default: dist/ in the checkout)")
-    args = parser.parse_args(argv)
-    print(json.dumps(build(args.out), indent=2))
-    return 0
+    from jobs.cli import guarded
+
+    def run(argv) -> int:
+        args = parser.parse_args(argv)
+        print(json.dumps(build(args.out), indent=2))
+        return 0
+
+    return guarded(run, argv)
 
 
 if __name__ == "__main__":

@@ -38,3 +38,14 @@ def test_the_wheel_holds_the_product_and_no_lab_module(tmp_path):
     assert _python_files(n for n in names if not n.startswith("recrawl-")) == PRODUCT
     assert not [n for n in names if n.startswith("lab/")]
     assert LAB.is_dir() and any(LAB.rglob("*.py"))  # the lab exists; it just does not ship
+
+
+def test_an_artefact_out_that_cannot_be_written_is_one_line(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    out = subprocess.run([sys.executable, "-m", "jobs.artefact", "--out",
+                          str(tmp_path / "a-file" / "dist")], capture_output=True, text=True,
+                         cwd=REPO)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [f"artefact.py: error: OutputError: --out "
+                                       f"{tmp_path / 'a-file' / 'dist'}: cannot be written: "
+                                       f"Not a directory"]
