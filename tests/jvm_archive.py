@@ -75,8 +75,12 @@ def _java() -> str:
 
 
 def _run(code: str, opts: str, *args: str) -> subprocess.CompletedProcess:
+    """``code`` in a new interpreter whose Spark driver JVM gets ``opts``, after the caller's
+    own SPARK_SUBMIT_OPTS less any archive they name (a JVM dumps only from the base one)."""
     env = dict(os.environ)
-    env["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [env.get("SPARK_SUBMIT_OPTS", ""), opts]))
+    given = [w for w in env.get("SPARK_SUBMIT_OPTS", "").split()
+             if not w.startswith(("-XX:SharedArchiveFile=", "-Xlog:cds"))]
+    env["SPARK_SUBMIT_OPTS"] = " ".join([*given, opts])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
