@@ -87,13 +87,17 @@ def output_file(path: str, flag: str = "--out") -> Iterator:
     was, and if the body fails the temporary file is removed. An output that cannot be
     written (no such directory, a directory, no permission, a full disk) is
     :class:`jobs.errors.OutputError` (exit 2), raised before the body runs when the
-    directory is the problem.
+    directory is the problem. The temporary file's name carries the writer's process id, so
+    one that a killed writer left (SIGKILL: no cleanup ran) is removed by the next write of
+    ``path`` once that process is gone and the file has not changed for an hour.
     """
     if os.path.isdir(path):
         raise errors.OutputError(path, "is a directory", flag)
     directory = os.path.dirname(os.path.abspath(path))
+    prefix = f".{os.path.basename(path)}."
+    _remove_abandoned_parts(directory, prefix)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part",
+        fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=".part",
                                    dir=directory)
     except OSError as err:
         raise errors.OutputError(path, _reason(err), flag) from None
@@ -114,6 +118,37 @@ def output_file(path: str, flag: str = "--out") -> Iterator:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+ABANDONED_PART_S = 3600.0
+
+
+def _remove_abandoned_parts(directory: str, prefix: str) -> None:
+    """The ``prefix<pid>.<random>.part`` files of writers that no longer run, untouched for
+    :data:`ABANDONED_PART_S`. A name that does not parse is not ours and stays."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return  # mkstemp names the problem
+    for name in names:
+        pid, _, rest = name.removeprefix(prefix).partition(".")
+        if not (name.startswith(prefix) and name.endswith(".part") and pid.isdigit() and rest):
+            continue
+        part = os.path.join(directory, name)
+        with contextlib.suppress(OSError):
+            if time.time() - os.stat(part).st_mtime >= ABANDONED_PART_S and \
+                    not _running(int(pid)):
+                os.unlink(part)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: running
+        return True
+    return True
 
 
 def _umask() -> int:

@@ -255,6 +255,26 @@ def test_an_output_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_pat
     assert pd.read_parquet(out)["url"].tolist() == [f"https://a.example/p{i}" for i in range(4000)]
 
 
+def test_a_part_file_a_killed_writer_left_is_removed_by_the_next_write(tmp_path):
+    from jobs.cli import ABANDONED_PART_S, output_file
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead, live = int(gone.stdout), os.getpid()
+    old = time.time() - ABANDONED_PART_S - 60
+    parts = {"abandoned": f".s.csv.{dead}.k2j4.part", "recent": f".s.csv.{dead}.x9q1.part",
+             "running": f".s.csv.{live}.a8b7.part", "other output": f".t.csv.{dead}.z1.part",
+             "not ours": ".s.csv.notes.part"}
+    for label, name in parts.items():
+        (tmp_path / name).write_text(label)
+        if label != "recent":
+            os.utime(tmp_path / name, (old, old))
+    with output_file(str(tmp_path / "s.csv")) as fh:
+        fh.write(b"url\n")
+    left = set(os.listdir(tmp_path))
+    assert left == {"s.csv", *parts.values()} - {parts["abandoned"]}
+
+
 def test_an_object_store_that_does_not_answer_is_one_line_and_exit_5(tmp_path):
     import socket
 
