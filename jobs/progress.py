@@ -183,10 +183,13 @@ def reporting(stage: str, interval_s: float,
 
 def log_to_stderr() -> None:
     """Send progress lines to stderr when nothing else handles them (a stage's command line:
-    spark-submit's driver output is what Airflow keeps in the task log)."""
+    spark-submit's driver output is what Airflow keeps in the task log). Lines then go to that
+    handler only, so a root handler set up later (py4j's ``logging.exception`` calls
+    ``basicConfig``) does not print each line twice."""
     if not log.handlers and not logging.getLogger().handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
         log.addHandler(handler)
+        log.propagate = False
     if log.getEffectiveLevel() > logging.INFO:
         log.setLevel(logging.INFO)

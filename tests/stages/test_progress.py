@@ -151,3 +151,15 @@ def test_a_stage_shorter_than_the_interval_logs_nothing(caplog):
     with progress.reporting("quick", 30.0, GrowingFigures()):
         pass
     assert not caplog.records and not _progress_threads()
+
+
+def test_a_root_handler_set_up_later_does_not_print_each_line_twice():
+    # As after a Ctrl-C inside a JVM call: py4j's logging.exception runs basicConfig.
+    import subprocess
+    import sys
+
+    code = ("import logging; from jobs import progress; progress.log_to_stderr(); "
+            "logging.basicConfig(); progress.log.info('30 s, rows read 5')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert len(out.stderr.splitlines()) == 1 and "30 s, rows read 5" in out.stderr
