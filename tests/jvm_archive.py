@@ -113,6 +113,8 @@ def main() -> int:
     try:
         path = CACHE / f"spark-{_key()}.jsa"
         if not path.exists():
+            print(f"jvm_archive: building {path} for this machine's JVM and Spark jars "
+                  "(about a minute, once)", file=sys.stderr, flush=True)
             build(path)
     except Exception as exc:  # an optimisation only: the tests run without it
         print(f"jvm_archive: not used: {exc}", file=sys.stderr)
