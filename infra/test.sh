@@ -9,10 +9,6 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bash "$here/setup.sh"
 source "$here/env.sh"
 cd "$REPO"
-# Spark driver JVMs start from a class-data-sharing archive of this machine's JVM and jars
-# (tests/jvm_archive.py: built once, about a minute; without it the tests run as before).
-cds="$("$VENV/bin/python" -m tests.jvm_archive)" || cds=""
-export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }$cds"
 
 narrowed=0
 for a in "$@"; do

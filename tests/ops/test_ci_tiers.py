@@ -16,18 +16,12 @@ from tests.conftest import REPO as _REPO
 REPO = Path(_REPO)
 
 
-def _fake_venv(tmp_path, rc: int, archive_rc: int = 0):
+def _fake_venv(tmp_path, rc: int):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     log = tmp_path / "calls.log"
     py = venv / "bin" / "python"
-    # tests.jvm_archive prints the JVM words (or fails); pytest logs its arguments and the
-    # SPARK_SUBMIT_OPTS it was given.
-    py.write_text('#!/usr/bin/env bash\n'
-                  'if [ "$*" = "-m tests.jvm_archive" ]; then\n'
-                  f'  echo "-XX:SharedArchiveFile=/x.jsa"; exit {archive_rc}\n'
-                  'fi\n'
-                  f'echo "$@ | ${{SPARK_SUBMIT_OPTS:-}}" >> {log}\nexit {rc}\n')
+    py.write_text(f'#!/usr/bin/env bash\necho "$@" >> {log}\nexit {rc}\n')
     py.chmod(0o755)
     (venv / "bin" / "recrawl").write_text("#!/bin/sh\n")
     (venv / "bin" / "recrawl").chmod(0o755)
@@ -40,12 +34,9 @@ def _fake_venv(tmp_path, rc: int, archive_rc: int = 0):
     return venv, log
 
 
-def _run(tmp_path, rc, *args, archive_rc=0, opts=None):
-    venv, log = _fake_venv(tmp_path, rc, archive_rc)
+def _run(tmp_path, rc, *args):
+    venv, log = _fake_venv(tmp_path, rc)
     env = {**os.environ, "RECRAWL_VENV": str(venv)}
-    env.pop("SPARK_SUBMIT_OPTS", None)
-    if opts is not None:
-        env["SPARK_SUBMIT_OPTS"] = opts
     out = subprocess.run(["bash", str(REPO / "infra" / "test.sh"), *args], env=env,
                          capture_output=True, text=True, timeout=120)
     calls = log.read_text().splitlines() if log.exists() else []
@@ -73,13 +64,3 @@ class TestTiers:
         assert out.returncode == 0 and len(calls) == 2
         out, _ = _run(tmp_path / "again", 1)
         assert out.returncode == 1
-
-    def test_both_tiers_get_the_jvm_archive_after_the_callers_options(self, tmp_path):
-        out, calls = _run(tmp_path, 0, opts="-Xmx2g")
-        assert out.returncode == 0, out.stderr
-        assert [c.split(" | ")[1] for c in calls] == ["-Xmx2g -XX:SharedArchiveFile=/x.jsa"] * 2
-
-    def test_the_tiers_run_without_the_archive_when_it_cannot_be_had(self, tmp_path):
-        out, calls = _run(tmp_path, 0, archive_rc=1)
-        assert out.returncode == 0, out.stderr
-        assert [c.split(" | ")[1] for c in calls] == ["", ""]
