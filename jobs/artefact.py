@@ -96,13 +96,13 @@ def build(out_dir: str, repo: str = REPO) -> dict:
     """Write the zip and its entry script into ``out_dir``; return what was built."""
     ver = version(repo)
     zip_name, entry_name = artefact_names(ver)
-    from jobs.cli import output_file
+    from jobs.cli import os_error_reason, output_file
     from jobs.errors import OutputError
 
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as err:
-        raise OutputError(out_dir, err.strerror or type(err).__name__) from None
+        raise OutputError(out_dir, os_error_reason(err)) from None
     zip_path = os.path.join(out_dir, zip_name)
     entry_path = os.path.join(out_dir, entry_name)
     files = package_files(repo)

@@ -68,13 +68,14 @@ class _OutputWrites:
         try:
             return self._fh.write(data)
         except OSError as err:
-            raise errors.OutputError(self._path, _reason(err), self._flag) from None
+            raise errors.OutputError(self._path, os_error_reason(err), self._flag) from None
 
     def __getattr__(self, name):
         return getattr(self._fh, name)
 
 
-def _reason(err: OSError) -> str:
+def os_error_reason(err: OSError) -> str:
+    """An OSError in the few words a one-line error gives it: its strerror, else its text."""
     return err.strerror or str(err) or type(err).__name__
 
 
@@ -100,7 +101,7 @@ def output_file(path: str, flag: str = "--out") -> Iterator:
         fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=".part",
                                    dir=directory)
     except OSError as err:
-        raise errors.OutputError(path, _reason(err), flag) from None
+        raise errors.OutputError(path, os_error_reason(err), flag) from None
     fh = os.fdopen(fd, "wb")
     try:
         yield _OutputWrites(fh, path, flag)
@@ -111,7 +112,7 @@ def output_file(path: str, flag: str = "--out") -> Iterator:
             os.chmod(tmp, 0o666 & ~_umask())  # what open() would have given, not mkstemp's 0600
             os.replace(tmp, path)
         except OSError as err:
-            raise errors.OutputError(path, _reason(err), flag) from None
+            raise errors.OutputError(path, os_error_reason(err), flag) from None
     except BaseException:
         with contextlib.suppress(OSError):
             fh.close()
