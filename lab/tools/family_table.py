@@ -22,7 +22,10 @@ per kind), and the
 run's politeness violations and budget overrun (``data/metrics.parquet``). With ``--shares``
 also each kind's share of the oracle's importance-weighted fresh days (``share KIND``): the
 overall ratio is Σ share × ratio over the kinds, so the shares say how far each kind's
-ratio can move it.
+ratio can move it. ``--kind-from KIND=DIR:POLICY`` adds, per run, that sum with one kind's
+ratio taken from another run (e.g. ``informed`` with the bursty pages as ``optimal`` read
+them: what true rates would buy a planner that kept its own reading of bursts); one seed per
+run, where the sum is exactly the overall ratio.
 """
 from __future__ import annotations
 
@@ -75,11 +78,36 @@ def shares(oracle: pd.DataFrame) -> dict:
     return {f"share {k}": float(per.get(k, 0.0) / per.sum()) for k in KINDS}
 
 
+def kind_ratios(oracle: pd.DataFrame, report: str, policy: str) -> pd.Series:
+    """``policy``'s importance-weighted freshness ÷ the oracle's, per kind and "all" (mean
+    over seeds), against ``oracle``'s pages."""
+    mine = pages(report, policy)
+    k = kind_freshness(pd.concat([mine, oracle], ignore_index=True))
+    return k[k["policy"] == policy].groupby("kind", observed=True)[
+        "freshness_weighted_vs_oracle"].mean()
+
+
+def composite(oracle_dir: str, report: str, policy: str, kind: str, other: str,
+              other_policy: str) -> float:
+    """Σ share × ratio over the kinds (shares: the oracle's, :func:`shares`), with ``kind``'s
+    ratio from ``other_policy`` of ``other`` and every other kind's from ``policy`` of
+    ``report``. With ``other`` = ``report`` it is the overall ratio (one seed)."""
+    if kind not in KINDS:
+        raise KeyError(f"kind {kind!r}: one of {', '.join(KINDS)}")
+    oracle = pages(oracle_dir, "oracle")
+    mine, theirs = kind_ratios(oracle, report, policy), kind_ratios(oracle, other, other_policy)
+    return float(sum(share * (theirs if name == f"share {kind}" else mine).get(
+        name.removeprefix("share "), float("nan")) for name, share in shares(oracle).items()
+        if share > 0))
+
+
 def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
-          ndigits: int | None = 3, with_shares: bool = False) -> pd.DataFrame:
+          ndigits: int | None = 3, with_shares: bool = False,
+          kind_from: tuple[str, str, str] | None = None) -> pd.DataFrame:
     """One row per run: its ratios to the oracle (rounded to ``ndigits``; None: unrounded, as
     :func:`family` averages them), visits a day and metrics; with ``with_shares`` also the
-    oracle's :func:`shares`."""
+    oracle's :func:`shares`; with ``kind_from`` = (kind, report, policy) also
+    :func:`composite` (``all, KIND from POLICY``)."""
     def rnd(x: float) -> float:
         return round(x, ndigits) if ndigits is not None else x
 
@@ -88,13 +116,16 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
     rows = []
     for label, report in runs:
         mine = pages(report, policy)
-        k = kind_freshness(pd.concat([mine, oracle], ignore_index=True))
-        k = k[k["policy"] == policy].groupby("kind")[["freshness_weighted_vs_oracle"]].mean()
+        k = kind_ratios(oracle, report, policy)
         row = {"run": label}
         for kind in ("all", *KINDS):
             if kind in k.index:
-                row[kind] = rnd(float(k.loc[kind, "freshness_weighted_vs_oracle"]))
+                row[kind] = rnd(float(k.loc[kind]))
         row["all, days 6-"] = rnd(late_ratio(oracle_dir, report, policy))
+        if kind_from is not None:
+            kind, other, other_policy = kind_from
+            row[f"all, {kind} from {other_policy}"] = rnd(
+                composite(oracle_dir, report, policy, kind, other, other_policy))
         row.update(visits(mine))
         row.update(metrics(report, policy))
         row.update({k: rnd(v) for k, v in oracle_shares.items()})
@@ -148,6 +179,8 @@ def main(argv=None) -> int:
     ap.add_argument("--family", metavar="ROOT", help="a root of <label>_<web>_s<seed> runs")
     ap.add_argument("--label", action="append", help="with --family: the runs' labels")
     ap.add_argument("--policy", default="optimal")
+    ap.add_argument("--kind-from", metavar="KIND=DIR:POLICY",
+                    help="also the overall ratio with KIND's pages as POLICY of DIR scored them")
     ap.add_argument("--shares", action="store_true",
                     help="also each kind's share of the oracle's weighted fresh days")
     args = ap.parse_args(argv)
@@ -156,13 +189,21 @@ def main(argv=None) -> int:
     runs = [r.split("=", 1) for r in args.run or []]
     if any(len(r) != 2 for r in runs):
         ap.error("--run takes LABEL=DIR")
+    kind_from = None
+    if args.kind_from:
+        kind, _, rest = args.kind_from.partition("=")
+        other, _, other_policy = rest.rpartition(":")
+        if not (kind and other and other_policy):
+            ap.error("--kind-from takes KIND=DIR:POLICY")
+        kind_from = (kind, other, other_policy)
     try:
         if args.family:
             t = family(args.family, args.label or ["base"], policy=args.policy,
                        with_shares=args.shares).astype(object)
             print(t.where(t.notna(), "").to_markdown(index=False))
             return 0
-        t = table(args.oracle, [tuple(r) for r in runs], args.policy, with_shares=args.shares)
+        t = table(args.oracle, [tuple(r) for r in runs], args.policy, with_shares=args.shares,
+                  kind_from=kind_from)
     except (FileNotFoundError, KeyError) as exc:  # a missing run or a run without its columns
         ap.exit(2, f"family_table: {exc}\n")
     print(t.to_markdown(index=False))

@@ -105,3 +105,30 @@ def test_a_missing_run_is_one_line_and_exit_2(tmp_path, capsys):
     assert err.startswith("family_table: ") and "nowhere" in err and len(err.splitlines()) == 1
     assert main(["--oracle", base, "--run", f"x={base}", "--shares"]) == 0
     assert "share daily" in capsys.readouterr().out
+
+
+def test_kind_from_takes_one_kinds_ratio_from_another_run(tmp_path, capsys):
+    """Oracle fresh days 5, 5, 4, 4 (a Poisson page, a front page, two daily publishers):
+    shares 5/18, 5/18, 8/18. ``informed`` scores 4, 5, 4, 4 (Poisson 0.8, front 1.0, daily
+    1.0); ``optimal`` of the base run 5, 5, 6, 6 (daily 1.5). With the daily publishers from ``optimal``:
+    5/18 + 5/18 × 0.8 + 8/18 × 1.5 = 21/18; from ``informed`` itself, its overall 17/18."""
+    from lab.tools.family_table import composite, main
+
+    base = _report(tmp_path / "base", ["optimal", "oracle"], [[5, 5, 6, 6], [5, 5, 4, 4]])
+    informed = _report(tmp_path / "inf", ["informed"], [[4, 5, 4, 4]])
+    assert composite(base, informed, "informed", "daily", base, "optimal") == pytest.approx(
+        21 / 18, rel=1e-12)
+    assert composite(base, informed, "informed", "daily", informed, "informed") == pytest.approx(
+        17 / 18, rel=1e-12)
+    t = table(base, [("informed", informed)], "informed", ndigits=None,
+              kind_from=("daily", base, "optimal")).set_index("run")
+    assert t.loc["informed", "all, daily from optimal"] == pytest.approx(21 / 18, rel=1e-12)
+    assert t.loc["informed", "all"] == pytest.approx(17 / 18, rel=1e-12)
+    with pytest.raises(KeyError):
+        composite(base, informed, "informed", "nightly", base, "optimal")
+    assert main(["--oracle", base, "--run", f"i={informed}", "--policy", "informed",
+                 "--kind-from", f"daily={base}:optimal"]) == 0
+    assert "all, daily from optimal" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["--oracle", base, "--run", f"i={informed}", "--kind-from", "daily"])
+    assert exc.value.code == 2
