@@ -115,7 +115,6 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
     oracle_shares = shares(oracle) if with_shares else {}
     rows = []
     for label, report in runs:
-        mine = pages(report, policy)
         k = kind_ratios(oracle, report, policy)
         row = {"run": label}
         for kind in ("all", *KINDS):
@@ -126,7 +125,7 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
             kind, other, other_policy = kind_from
             row[f"all, {kind} from {other_policy}"] = rnd(
                 composite(oracle_dir, report, policy, kind, other, other_policy))
-        row.update(visits(mine))
+        row.update(visits(pages(report, policy)))
         row.update(metrics(report, policy))
         row.update({k: rnd(v) for k, v in oracle_shares.items()})
         rows.append(row)
@@ -190,6 +189,8 @@ def main(argv=None) -> int:
     if any(len(r) != 2 for r in runs):
         ap.error("--run takes LABEL=DIR")
     kind_from = None
+    if args.kind_from and args.family:
+        ap.error("--kind-from needs --oracle and --run, not --family")
     if args.kind_from:
         kind, _, rest = args.kind_from.partition("=")
         other, _, other_policy = rest.rpartition(":")
