@@ -78,13 +78,22 @@ def shares(oracle: pd.DataFrame) -> dict:
     return {f"share {k}": float(per.get(k, 0.0) / per.sum()) for k in KINDS}
 
 
-def kind_ratios(oracle: pd.DataFrame, report: str, policy: str) -> pd.Series:
+def kind_ratios(oracle: pd.DataFrame, mine: pd.DataFrame, policy: str) -> pd.Series:
     """``policy``'s importance-weighted freshness ÷ the oracle's, per kind and "all" (mean
-    over seeds), against ``oracle``'s pages."""
-    mine = pages(report, policy)
+    over seeds), from both runs' pages."""
     k = kind_freshness(pd.concat([mine, oracle], ignore_index=True))
     return k[k["policy"] == policy].groupby("kind", observed=True)[
         "freshness_weighted_vs_oracle"].mean()
+
+
+def _mixed(oracle_shares: dict, mine: pd.Series, theirs: pd.Series, kind: str) -> float:
+    """Σ share × ratio over the kinds, ``kind``'s ratio from ``theirs``, the others' from
+    ``mine`` (:func:`kind_ratios`)."""
+    if kind not in KINDS:
+        raise KeyError(f"kind {kind!r}: one of {', '.join(KINDS)}")
+    return float(sum(share * (theirs if name == f"share {kind}" else mine).get(
+        name.removeprefix("share "), float("nan")) for name, share in oracle_shares.items()
+        if share > 0))
 
 
 def composite(oracle_dir: str, report: str, policy: str, kind: str, other: str,
@@ -92,13 +101,18 @@ def composite(oracle_dir: str, report: str, policy: str, kind: str, other: str,
     """Σ share × ratio over the kinds (shares: the oracle's, :func:`shares`), with ``kind``'s
     ratio from ``other_policy`` of ``other`` and every other kind's from ``policy`` of
     ``report``. With ``other`` = ``report`` it is the overall ratio (one seed)."""
-    if kind not in KINDS:
-        raise KeyError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     oracle = pages(oracle_dir, "oracle")
-    mine, theirs = kind_ratios(oracle, report, policy), kind_ratios(oracle, other, other_policy)
-    return float(sum(share * (theirs if name == f"share {kind}" else mine).get(
-        name.removeprefix("share "), float("nan")) for name, share in shares(oracle).items()
-        if share > 0))
+    return _mixed(shares(oracle), kind_ratios(oracle, pages(report, policy), policy),
+                  kind_ratios(oracle, _other_pages(other, other_policy), other_policy), kind)
+
+
+def _other_pages(report: str, policy: str) -> pd.DataFrame:
+    """The pages ``--kind-from`` takes a kind's ratio from: a run without that policy is an
+    error, not a NaN."""
+    df = pages(report, policy)
+    if df.empty:
+        raise KeyError(f"{report}: no pages of policy {policy!r}")
+    return df
 
 
 def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
@@ -112,20 +126,23 @@ def table(oracle_dir: str, runs: list[tuple[str, str]], policy: str = "optimal",
         return round(x, ndigits) if ndigits is not None else x
 
     oracle = pages(oracle_dir, "oracle")
-    oracle_shares = shares(oracle) if with_shares else {}
+    all_shares = shares(oracle)
+    oracle_shares = all_shares if with_shares else {}
+    if kind_from is not None:  # the other run's ratios: the same for every row
+        kind, other, other_policy = kind_from
+        theirs = kind_ratios(oracle, _other_pages(other, other_policy), other_policy)
     rows = []
     for label, report in runs:
-        k = kind_ratios(oracle, report, policy)
+        mine = pages(report, policy)
+        k = kind_ratios(oracle, mine, policy)
         row = {"run": label}
-        for kind in ("all", *KINDS):
-            if kind in k.index:
-                row[kind] = rnd(float(k.loc[kind]))
+        for name in ("all", *KINDS):
+            if name in k.index:
+                row[name] = rnd(float(k.loc[name]))
         row["all, days 6-"] = rnd(late_ratio(oracle_dir, report, policy))
         if kind_from is not None:
-            kind, other, other_policy = kind_from
-            row[f"all, {kind} from {other_policy}"] = rnd(
-                composite(oracle_dir, report, policy, kind, other, other_policy))
-        row.update(visits(pages(report, policy)))
+            row[f"all, {kind} from {other_policy}"] = rnd(_mixed(all_shares, k, theirs, kind))
+        row.update(visits(mine))
         row.update(metrics(report, policy))
         row.update({k: rnd(v) for k, v in oracle_shares.items()})
         rows.append(row)

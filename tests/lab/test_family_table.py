@@ -132,6 +132,12 @@ def test_kind_from_takes_one_kinds_ratio_from_another_run(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--oracle", base, "--run", f"i={informed}", "--kind-from", "daily"])
     assert exc.value.code == 2
+    capsys.readouterr()
+    for bad in ("nightly=" + base + ":optimal", "daily=" + base + ":nosuch"):  # one line, exit 2
+        with pytest.raises(SystemExit) as exc:
+            main(["--oracle", base, "--run", f"i={informed}", "--kind-from", bad])
+        assert exc.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2
     with pytest.raises(SystemExit) as exc:  # a family table has no one run to take it from
         main(["--family", str(tmp_path), "--kind-from", f"daily={base}:optimal"])
     assert exc.value.code == 2
