@@ -3,7 +3,10 @@
 # tier first (`pytest tests`, so a broken build fails in minutes), then the end-to-end tier
 # (`pytest -m e2e tests`: the real DAG run, the backtest, the Spark cluster, SIGKILL fault
 # injection). Extra arguments go to both pytest runs. A tier that selects no test fails, unless
-# the extra arguments narrowed the selection (-k/-m/a test path): then it is skipped.
+# the extra arguments narrowed the selection (-k/-m/a test path): then it is skipped. Each tier
+# runs on RECRAWL_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in one process), a test
+# file's tests on one worker (tests/conftest.py groups them): the tests mostly wait on Spark
+# and Airflow, so two workers cut the wall time even on two cores.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bash "$here/setup.sh"
@@ -19,7 +22,8 @@ tier() {
   local name="$1" rc=0
   shift
   echo "== $name tier =="
-  "$VENV/bin/python" -m pytest -q --durations=15 "$@" tests || rc=$?
+  "$VENV/bin/python" -m pytest -q --durations=15 -n "${RECRAWL_TEST_WORKERS:-2}" \
+    "$@" tests || rc=$?
   if [ "$rc" -eq 5 ]; then  # pytest: no tests collected
     if [ "$narrowed" -eq 1 ]; then
       echo "== $name tier: no test selected by the arguments given =="

@@ -42,6 +42,38 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if E2E_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.e2e)
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(scope_of(item.nodeid), len(rank)))  # stable
+
+
+# Parallel runs (infra/test.sh, pytest-xdist): a file's tests go to one worker together, so
+# its module fixtures are built once; files that share a costly session fixture go together.
+# The longest units of work start first (pytest --durations of the e2e tier on two workers,
+# 2 cores: each 4-13 min), so no long file is left to run alone at the end.
+SHARED_SCOPE = {"tests/ops/test_report.py": "tests/ops/test_demo.py"}  # demo_run
+LONGEST_FIRST = ("tests/stages/test_state_safety.py", "tests/ops/test_demo.py",
+                 "tests/ops/test_operator.py", "tests/ops/test_cluster.py",
+                 "tests/lab/test_backtest.py", "tests/ops/test_dag.py",
+                 "tests/stages/test_update_state_spark.py", "tests/ops/test_explain.py",
+                 "tests/stages/test_stage_safety.py")
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or the file it shares a fixture with."""
+    path = nodeid.split("::", 1)[0]
+    return SHARED_SCOPE.get(path, path)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return scope_of(nodeid)
+
+    config.option.loadscopereorder = False  # keep the collection's order: LONGEST_FIRST
+    return FileScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 
 import pytest
@@ -64,3 +65,31 @@ class TestTiers:
         assert out.returncode == 0 and len(calls) == 2
         out, _ = _run(tmp_path / "again", 1)
         assert out.returncode == 1
+
+    def test_tiers_run_on_two_workers_unless_told_otherwise(self, tmp_path, monkeypatch):
+        monkeypatch.delenv("RECRAWL_TEST_WORKERS", raising=False)
+        _, calls = _run(tmp_path, 0)
+        assert all(" -n 2 " in f" {c} " for c in calls), calls
+        monkeypatch.setenv("RECRAWL_TEST_WORKERS", "0")
+        _, calls = _run(tmp_path / "one", 0)
+        assert len(calls) == 2 and all(" -n 0 " in f" {c} " for c in calls), calls
+
+
+def test_files_sharing_the_demo_run_are_one_unit_of_work():
+    """Parallel workers build a session fixture once each: every file that takes the demo's
+    run (minutes of Spark and Airflow) must map to one scope, or the demo runs twice."""
+    from tests.conftest import scope_of
+
+    takes = re.compile(r"def \w+\([^)]*\bdemo_run\b")
+    users = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py")
+                   if takes.search(p.read_text(encoding="utf-8")))
+    assert len(users) >= 2, users
+    assert len({scope_of(f"{u}::test_x") for u in users}) == 1, users
+    assert scope_of("tests/core/test_plan.py::test_x[a::b]") == "tests/core/test_plan.py"
+
+
+def test_the_longest_files_named_for_the_parallel_order_exist():
+    from tests.conftest import LONGEST_FIRST
+
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+    assert all((REPO / path).is_file() for path in LONGEST_FIRST), LONGEST_FIRST

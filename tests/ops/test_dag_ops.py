@@ -188,7 +188,15 @@ def test_webhook_connection_gets_the_alert(monkeypatch, form):
         assert req["headers"]["X-Team"] == "crawl"
 
 
-def test_webhook_error_is_raised_and_the_alert_still_logged(monkeypatch, caplog):
+@pytest.fixture
+def airflow_logging():
+    """Airflow replaces the root logger's handlers when first imported; importing it in the
+    setup phase leaves the call phase's capture handler (caplog) in place."""
+    import airflow.sdk  # noqa: F401
+
+
+def test_webhook_error_is_raised_and_the_alert_still_logged(monkeypatch, airflow_logging,
+                                                            caplog):
     from jobs import notify
 
     with Webhook(status=500) as hook:
