@@ -48,14 +48,14 @@ def pytest_collection_modifyitems(config, items):
 
 # Parallel runs (infra/test.sh, pytest-xdist): a file's tests go to one worker together, so
 # its module fixtures are built once; files that share a costly session fixture go together.
-# The longest units of work start first (pytest --durations of the e2e tier on two workers,
-# 2 cores: each 4-13 min), so no long file is left to run alone at the end.
+# The longest units of work start first (by module, the e2e tier in one process on 2 cores:
+# 100-406 s each, lab/notes/benchmarks-log.md), so no long file is left to run alone at the end.
 SHARED_SCOPE = {"tests/ops/test_report.py": "tests/ops/test_demo.py"}  # demo_run
-LONGEST_FIRST = ("tests/stages/test_state_safety.py", "tests/ops/test_demo.py",
-                 "tests/ops/test_operator.py", "tests/ops/test_cluster.py",
-                 "tests/lab/test_backtest.py", "tests/ops/test_dag.py",
-                 "tests/stages/test_update_state_spark.py", "tests/ops/test_explain.py",
-                 "tests/stages/test_stage_safety.py")
+LONGEST_FIRST = ("tests/stages/test_state_safety.py", "tests/lab/test_backtest.py",
+                 "tests/ops/test_operator.py", "tests/ops/test_demo.py",
+                 "tests/ops/test_cluster.py", "tests/ops/test_dag.py",
+                 "tests/ops/test_publish_concurrency.py", "tests/stages/test_allocate_spark.py",
+                 "tests/stages/test_stage_safety.py", "tests/stages/test_update_state_spark.py")
 
 
 def scope_of(nodeid: str) -> str:
