@@ -289,6 +289,17 @@ def _http_date(value: str | None) -> dt.datetime | None:
     return parsed.replace(tzinfo=dt.timezone.utc) if parsed and parsed.tzinfo is None else parsed
 
 
+def _process_exists(pid: int) -> bool:
+    """Whether a process with this id runs on this machine (signal 0 checks, sends nothing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return pid > 0
+
+
 class LocalStore:
     """Objects as files under a directory; writes are atomic (temp file + rename).
 
@@ -298,6 +309,7 @@ class LocalStore:
 
     def __init__(self, root: str) -> None:
         self.root = Path(root)
+        self._swept: set[Path] = set()
 
     @contextlib.contextmanager
     def _cas_lock(self):
@@ -349,8 +361,10 @@ class LocalStore:
     def _write(self, key: str, data: bytes) -> str:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._sweep_orphans(path.parent)
         # A reader must never see a half-written file under its final name.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{os.getpid()}-",
+                                   suffix=path.name)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -359,6 +373,17 @@ class LocalStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         return hashlib.md5(data).hexdigest()
+
+    def _sweep_orphans(self, directory: Path) -> None:
+        """Delete the temp files a killed writer left in ``directory`` (once per directory and
+        store): ``.tmp-<pid>-*`` whose process no longer exists. A live writer's are kept."""
+        if directory in self._swept:
+            return
+        self._swept.add(directory)
+        for tmp in directory.glob(".tmp-*-*"):
+            pid = tmp.name.split("-", 2)[1]
+            if pid.isdigit() and not _process_exists(int(pid)):
+                tmp.unlink(missing_ok=True)
 
     def list(self, prefix: str) -> Iterator[ListedObject]:
         base = self.root / prefix if prefix else self.root
