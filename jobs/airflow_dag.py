@@ -37,13 +37,18 @@ from airflow.sdk import (DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineRefer
 
 import jobs
 from jobs import dag_tasks, notify
-from jobs.config import embedded_master, load_config
+from jobs.config import ConfigError, embedded_master, load_config
 
 # The directory holding the jobs package (a checkout, or site-packages): the embedded master
 # without an artefact runs its stage files with it on PYTHONPATH.
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(jobs.__file__)))
 
 CONFIG_PATH = os.environ.get("RECRAWL_CONFIG", "")
+if CONFIG_PATH and not os.path.isabs(CONFIG_PATH):
+    # The DAG processor and every worker would each look for it from their own directory.
+    raise ConfigError(f"RECRAWL_CONFIG {CONFIG_PATH!r} is a relative path: the DAG processor "
+                      f"and the workers resolve it from their own working directories; set "
+                      f"an absolute path")
 cfg = load_config(CONFIG_PATH or None)
 date_args = {"date": "{{ ds }}", "config_path": CONFIG_PATH}
 SCHEDULES = Asset(name=dag_tasks.SCHEDULES_ASSET_NAME, uri=dag_tasks.schedules_uri(cfg))

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import ipaddress
 import json
+import os
 import sys
 import tomllib
 import typing
@@ -31,8 +32,10 @@ def _doc(text: str, **kw):
 @dataclass(frozen=True)
 class PathsConfig:
     root: str = _doc("Data root: local path here, s3a:// URI on a cluster. Holds fetch_logs/, "
-                     "importance/, host_policy/, signals/, frontier/ and every output table.",
-                     default="var/data")
+                     "importance/, host_policy/, signals/, frontier/ and every output table. "
+                     "A relative local path is made absolute when the config loads: against "
+                     "the config file's directory when the file sets it, else the current "
+                     "directory.", default="var/data")
 
     def table(self, name: str, dt: Optional[str] = None) -> str:
         """``root/name`` or its partition ``root/name/dt=D`` (the rule: jobs.paths.partition)."""
@@ -794,6 +797,9 @@ def load_config(path: Optional[str] = None, overrides: Optional[list[str]] = Non
                 values = tomllib.load(fh)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"config file {path}: {exc}") from exc
+    paths = values.get("paths")
+    file_dir = (os.path.dirname(os.path.abspath(path))
+                if isinstance(paths, dict) and "root" in paths else None)
     for item in overrides or []:
         if "=" not in item or "." not in item.split("=", 1)[0]:
             raise ConfigError(f"override {item!r} is not section.key=value")
@@ -806,7 +812,21 @@ def load_config(path: Optional[str] = None, overrides: Optional[list[str]] = Non
             values["spark"][table][name[len(table) + 1:]] = value
             continue
         values.setdefault(section, {})[name] = value
-    return config_from_dict(values)
+    cfg = config_from_dict(values)
+    return dataclasses.replace(cfg, paths=dataclasses.replace(
+        cfg.paths, root=_absolute_root(cfg.paths.root, file_dir, overrides)))
+
+
+def _absolute_root(root: str, file_dir: Optional[str], overrides: Optional[list[str]]) -> str:
+    """A local relative ``root`` made absolute: against ``file_dir``, the directory of the
+    config file that set it (unless ``--set`` set it again), else the current directory. Every
+    stage of a DAG run then writes where the file says, whatever directory its worker runs
+    in, and logs and manifests name the real place. URIs (``s3a://``) are left as they are."""
+    if "://" in root or os.path.isabs(root):
+        return root
+    set_here = any(o.split("=", 1)[0].strip() == "paths.root" for o in overrides or [])
+    base = file_dir if file_dir and not set_here else os.getcwd()
+    return os.path.normpath(os.path.join(base, root))
 
 
 def config_from_dict(values: dict[str, dict[str, Any]]) -> Config:

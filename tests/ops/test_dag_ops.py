@@ -94,6 +94,23 @@ def test_dag_file_parses_without_heavy_or_stage_modules():
     print(f"\nDAG parse: {report['seconds']:.2f} s, {len(modules)} modules, jobs: {sorted(ours)}")
 
 
+def test_a_relative_recrawl_config_is_refused_at_parse_time(airflow_db, tmp_path, monkeypatch):
+    """The DAG processor and the workers run in directories of their own: a relative
+    $RECRAWL_CONFIG would be two different files, so the parse names it and fails."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    _write_toml(tmp_path / "ops.toml", budget={"daily_fetches": 7})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RECRAWL_CONFIG", "ops.toml")
+    bag = DagBag(dag_folder=os.path.join(REPO, "dags"))
+    (error,) = bag.import_errors.values()
+    assert "RECRAWL_CONFIG 'ops.toml' is a relative path" in error
+    assert "recrawl_daily" not in bag.dags
+    monkeypatch.setenv("RECRAWL_CONFIG", str(tmp_path / "ops.toml"))
+    bag = DagBag(dag_folder=os.path.join(REPO, "dags"))
+    assert bag.import_errors == {} and "recrawl_daily" in bag.dags
+
+
 # --- the wiring the DagBag sees ---------------------------------------------------------------
 
 TIMEOUTS = {"poke_timeout_s": 61.0, "validate_logs_timeout_s": 62.0,

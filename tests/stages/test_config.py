@@ -95,3 +95,31 @@ def test_optimal_is_the_default_policy_and_the_baselines_stay_selectable(tmp_pat
     assert demo.policy.name == "optimal"
     for name in ("adaptive", "uniform", "proportional"):
         assert load_config(None, [f"policy.name={name}"]).policy.name == name
+
+
+def test_a_relative_data_root_is_made_absolute_where_it_was_set(tmp_path, monkeypatch):
+    """A DAG's stages run in their workers' directories: a relative root in a config file
+    means the file's directory, a relative one on the command line (or the default) the
+    current directory, and URIs and absolute paths stay as written."""
+    import os
+
+    conf = tmp_path / "etc" / "recrawl.toml"
+    conf.parent.mkdir()
+    conf.write_text('[paths]\nroot = "../data/crawl"\n')
+    elsewhere = tmp_path / "worker"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert load_config(str(conf)).paths.root == str(tmp_path / "data" / "crawl")
+    # a relative config path too: the file is found from here, its root from its directory
+    rel = os.path.relpath(conf, elsewhere)
+    assert load_config(rel).paths.root == str(tmp_path / "data" / "crawl")
+    # --set on top: a shell's path, so the current directory
+    assert load_config(str(conf), ["paths.root=here"]).paths.root == str(elsewhere / "here")
+    assert load_config(None).paths.root == str(elsewhere / "var" / "data")
+    other = tmp_path / "other.toml"
+    other.write_text("[budget]\ndaily_fetches = 7\n")  # a file that does not set the root
+    assert load_config(str(other)).paths.root == str(elsewhere / "var" / "data")
+    for kept in ("s3a://bucket/prefix", str(tmp_path / "abs")):
+        assert load_config(None, [f"paths.root={kept}"]).paths.root == kept
+    cfg = load_config(str(conf))
+    assert load_config(None, [f"paths.root={cfg.paths.root}"]) == cfg
