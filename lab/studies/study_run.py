@@ -16,6 +16,11 @@ prints
   on the last state, the planner's own rule) and those it does not: pages, visits a day,
   the freshness the model expects (:func:`jobs.core.timing.expected_freshness` at λ̂, the
   visits and the rhythm) against the freshness measured and the oracle's;
+* ``rhythm kinds``: the daily and weekly publishers by why the planner does or does not
+  time them (:func:`untimed_reason`) and their host's evidence (``lm``, ``push``, ``none``):
+  pages, their share of the kind's weighted freshness under the oracle, their ratio to it,
+  the points of the kind's ratio they add or take (Σ w (F − F_oracle) over the kind's Σ w
+  F_oracle) and the visits a day of both;
 * ``visits by speed``: where ``optimal``'s visits to Poisson pages differ from the oracle's,
   per decade of the true λ and λ̂ against it: the visits a day more than the oracle's and
   the importance-weighted fresh days they bought (Σ w (F − F_oracle), days per day);
@@ -84,6 +89,57 @@ def timed_table(pages: pd.DataFrame) -> pd.DataFrame:
     for k in ("model", "real", "oracle"):
         g[f"fresh_{k}"] = g.pop(f"w_{k}") / g["w"]
     return g.drop(columns="w")
+
+
+UNTIMED_REASONS = ("timed", "fast lane", "no dated change", "refuted", "spread",
+                   "too fast", "one dated change", "host and page tests")
+
+
+def untimed_reason(pages: pd.DataFrame, params: timing.TimingParams) -> np.ndarray:
+    """Why each page of ``pages`` is or is not timed, the first of :data:`UNTIMED_REASONS`
+    that holds, in the order of the planner's gates (:func:`jobs.core.timing.shrunk_rhythm`):
+    ``timed`` (a finite ``period_s``); ``fast lane`` (never timed); ``no dated change``;
+    ``refuted`` (a change between two phase windows); ``spread`` (R̄ on the day below
+    ``min_concentration``: several hours a day, or too much jitter); ``too fast`` (λ̂ above
+    ``max_changes_per_period`` a day); ``one dated change`` (fewer than the host rule's
+    ``host_min_dated_changes``); else ``host and page tests`` (a candidate neither its
+    host's phase nor its own hour's test accepted). Reads ``period_s``, ``lane``,
+    ``lambda_hat`` and the timing sums (missing sums: no evidence)."""
+    sums = timing.stored(pages)
+    n = sums["tod_n"]
+    r = np.clip(np.hypot(sums["tod_cos"], sums["tod_sin"]) / np.where(n > 0, n, 1.0), 0, 1)
+    lam = np.nan_to_num(pages["lambda_hat"].to_numpy(float))
+    lane = pages["lane"].to_numpy() if "lane" in pages else np.full(len(pages), "refresh")
+    conditions = [np.isfinite(pages["period_s"].to_numpy(float)), lane == "fast",
+                  ~timing.counts(n, 1), timing.refuted(sums), r < params.min_concentration,
+                  lam > params.max_changes_per_period,
+                  ~timing.counts(n, params.host_min_dated_changes)]
+    return np.select(conditions, list(UNTIMED_REASONS[:-1]), UNTIMED_REASONS[-1])
+
+
+def rhythm_table(pages: pd.DataFrame, params: timing.TimingParams,
+                 kinds=("daily", "weekly")) -> pd.DataFrame:
+    """Per (kind, :func:`untimed_reason`, host evidence ``cls``) of the rhythm kinds of
+    ``pages`` (``kind``, ``importance``, ``F``, ``F_oracle``, ``f``, ``f_oracle``, ``cls``
+    and what :func:`untimed_reason` reads): pages, ``share`` of the kind's Σ w F_oracle,
+    ``ratio`` Σ w F / Σ w F_oracle, ``points`` Σ w (F − F_oracle) over the kind's Σ w
+    F_oracle (the group's part of the kind's ratio less 1) and visits a day of both."""
+    p = pages[pages["kind"].isin(kinds)]
+    w = p["importance"].to_numpy(float)
+    frame = pd.DataFrame({
+        "kind": p["kind"].to_numpy(), "why": untimed_reason(p, params),
+        "cls": p["cls"].to_numpy(), "mine": w * p["F"].to_numpy(float),
+        "ref": w * p["F_oracle"].to_numpy(float), "visits": p["f"].to_numpy(float),
+        "visits_oracle": p["f_oracle"].to_numpy(float)})
+    g = frame.groupby(["kind", "why", "cls"]).agg(
+        pages=("mine", "size"), mine=("mine", "sum"), ref=("ref", "sum"),
+        visits=("visits", "sum"), visits_oracle=("visits_oracle", "sum"))
+    total = frame.groupby("kind")["ref"].sum()
+    kind_total = total.reindex(g.index.get_level_values("kind")).to_numpy()
+    g["share"] = g["ref"] / kind_total
+    g["ratio"] = g["mine"] / g["ref"].where(g["ref"] > 0)
+    g["points"] = (g["mine"] - g["ref"]) / kind_total
+    return g[["pages", "share", "ratio", "points", "visits", "visits_oracle"]]
 
 
 def poisson_loss(pages: pd.DataFrame) -> pd.DataFrame:
@@ -169,7 +225,9 @@ def run_pages(out: str, workdir: str, seed: int, params: timing.TimingParams) ->
                                   state["lambda_hat"].to_numpy(float), codes, len(hosts),
                                   eligible=(state["lane"] != "fast").to_numpy())
     state = state.assign(period_s=rhythm.period_s)
-    return pages.merge(state[["url", "n_observations", "n_changes", "period_s"]], on="url")
+    kept = ["url", "n_observations", "n_changes", "period_s", "lane",
+            *[c for c in timing.TIMING_COLUMNS if c in state]]
+    return pages.merge(state[kept], on="url")
 
 
 def main(argv=None) -> int:
@@ -184,6 +242,9 @@ def main(argv=None) -> int:
         pages = run_pages(args.out, args.workdir, seed, params)
         print(f"\nseed {seed}: timed pages (visits a day summed, freshness weighted)")
         print(timed_table(pages).round(3).to_string())
+        print(f"seed {seed}: daily and weekly publishers by why they are timed or not, and "
+              f"their host's evidence")
+        print(rhythm_table(pages, params).round(3).to_string())
         speed = poisson_visits(pages)
         print(f"seed {seed}: Poisson pages' visits a day above the oracle's "
               f"(all: {speed['extra_visits'].sum():+.1f}) and the weighted freshness they bought")

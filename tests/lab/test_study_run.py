@@ -126,3 +126,51 @@ def test_visits_by_kind_and_day_count_each_planned_days_fetches():
     assert got.loc["front"].tolist() == [-1, 0, 0]
     assert got.loc["daily"].tolist() == [0, 1, -1]
     assert got.loc["other"].tolist() == [0, 1, 0]  # a url without a kind is still counted
+
+
+def test_untimed_reason_follows_the_planners_gates_in_order():
+    params = timing_params(load_config(None, []))
+    day = 2 * np.pi / 86400.0
+    tight = [np.cos(day * 36000.0), np.sin(day * 36000.0)]  # every change at 10:00
+    rows = [  # (period_s, lane, lambda_hat, tod_n, cos, sin, tod_off_n) -> reason
+        (86400.0, "refresh", 0.9, 6.0, 6 * tight[0], 6 * tight[1], 0.0, "timed"),
+        (np.nan, "fast", 0.9, 6.0, 6 * tight[0], 6 * tight[1], 0.0, "fast lane"),
+        (np.nan, "refresh", 0.9, 0.0, 0.0, 0.0, 0.0, "no dated change"),
+        (np.nan, "refresh", 0.9, 6.0, 6 * tight[0], 6 * tight[1], 2.0, "refuted"),
+        (np.nan, "refresh", 2.0, 6.0, 3.0, 0.0, 0.0, "spread"),             # R̄ 0.5
+        (np.nan, "refresh", params.max_changes_per_period + 1, 6.0, 6 * tight[0],
+         6 * tight[1], 0.0, "too fast"),
+        (np.nan, "refresh", 0.9, 1.0, tight[0], tight[1], 0.0, "one dated change"),
+        (np.nan, "refresh", 0.9, 3.0, 3 * tight[0], 3 * tight[1], 0.0, "host and page tests")]
+    frame = pd.DataFrame(rows, columns=["period_s", "lane", "lambda_hat", "tod_n", "tod_cos",
+                                        "tod_sin", "tod_off_n", "want"])
+    assert list(study_run.untimed_reason(frame, params)) == list(frame["want"])
+    assert set(frame["want"]) == set(study_run.UNTIMED_REASONS)
+    # A state without the sums (older state) reads as no evidence.
+    bare = frame[["period_s", "lane", "lambda_hat"]].iloc[1:3]
+    assert list(study_run.untimed_reason(bare, params)) == ["fast lane", "no dated change"]
+
+
+def test_rhythm_table_splits_each_kinds_gain_by_reason_and_evidence():
+    params = timing_params(load_config(None, []))
+    pages = pd.DataFrame({
+        "kind": ["daily", "daily", "daily", "weekly", "poisson"],
+        "period_s": [86400.0, np.nan, np.nan, np.nan, np.nan],
+        "lane": "refresh", "lambda_hat": 0.8, "tod_n": [6.0, 0.0, 0.0, 0.0, 0.0],
+        "cls": ["lm", "none", "none", "lm", "lm"], "importance": [1.0, 2.0, 1.0, 1.0, 5.0],
+        "F": [0.6, 0.2, 0.3, 0.5, 0.1], "F_oracle": [0.4, 0.3, 0.3, 0.5, 0.2],
+        "f": [1.0, 0.2, 0.3, 0.1, 0.4], "f_oracle": [0.5, 0.4, 0.3, 0.1, 0.4]})
+    t = study_run.rhythm_table(pages, params)
+    total = 0.4 + 0.6 + 0.3                                # the daily kind's Σ w F_oracle
+    timed, untimed = t.loc[("daily", "timed", "lm")], t.loc[("daily", "no dated change", "none")]
+    assert untimed["pages"] == 2 and untimed["share"] == pytest.approx(0.9 / total)
+    assert untimed["ratio"] == pytest.approx(0.7 / 0.9)
+    assert untimed["points"] == pytest.approx(-0.2 / total)
+    assert timed["points"] == pytest.approx(0.2 / total) and timed["ratio"] == pytest.approx(1.5)
+    assert untimed["visits"] == pytest.approx(0.5) and untimed["visits_oracle"] == pytest.approx(0.7)
+    # the groups' points add up to the kind's ratio less one; Poisson pages are not in it
+    daily = t.loc["daily"]
+    assert daily["points"].sum() == pytest.approx((0.6 + 0.7) / total - 1)
+    assert daily["share"].sum() == pytest.approx(1.0)
+    assert t.loc[("weekly", "no dated change", "lm"), "ratio"] == pytest.approx(1.0)
+    assert "poisson" not in t.index.get_level_values("kind")
