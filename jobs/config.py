@@ -35,7 +35,7 @@ class PathsConfig:
                      "importance/, host_policy/, signals/, frontier/ and every output table. "
                      "A relative local path is made absolute when the config loads: against "
                      "the config file's directory when the file sets it, else the current "
-                     "directory.", default="var/data")
+                     "directory (~ is the home directory).", default="var/data")
 
     def table(self, name: str, dt: Optional[str] = None) -> str:
         """``root/name`` or its partition ``root/name/dt=D`` (the rule: jobs.paths.partition)."""
@@ -822,7 +822,10 @@ def _absolute_root(root: str, file_dir: Optional[str], overrides: Optional[list[
     config file that set it (unless ``--set`` set it again), else the current directory. Every
     stage of a DAG run then writes where the file says, whatever directory its worker runs
     in, and logs and manifests name the real place. URIs (``s3a://``) are left as they are."""
-    if "://" in root or os.path.isabs(root):
+    if "://" in root:
+        return root
+    root = os.path.expanduser(root)  # a TOML file's "~/crawl", which no shell expanded
+    if os.path.isabs(root):
         return root
     set_here = any(o.split("=", 1)[0].strip() == "paths.root" for o in overrides or [])
     base = file_dir if file_dir and not set_here else os.getcwd()

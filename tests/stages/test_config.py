@@ -123,3 +123,6 @@ def test_a_relative_data_root_is_made_absolute_where_it_was_set(tmp_path, monkey
         assert load_config(None, [f"paths.root={kept}"]).paths.root == kept
     cfg = load_config(str(conf))
     assert load_config(None, [f"paths.root={cfg.paths.root}"]) == cfg
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    conf.write_text('[paths]\nroot = "~/crawl"\n')
+    assert load_config(str(conf)).paths.root == str(tmp_path / "home" / "crawl")
