@@ -194,6 +194,8 @@ def main(argv=None) -> int:
     ap.add_argument("--run", action="append", metavar="LABEL=DIR")
     ap.add_argument("--family", metavar="ROOT", help="a root of <label>_<web>_s<seed> runs")
     ap.add_argument("--label", action="append", help="with --family: the runs' labels")
+    ap.add_argument("--oracle-label", default="base",
+                    help="with --family: the label of the runs that ran the oracle (base)")
     ap.add_argument("--policy", default="optimal")
     ap.add_argument("--kind-from", metavar="KIND=DIR:POLICY",
                     help="also the overall ratio with KIND's pages as POLICY of DIR scored them")
@@ -216,13 +218,17 @@ def main(argv=None) -> int:
         kind_from = (kind, other, other_policy)
     try:
         if args.family:
-            t = family(args.family, args.label or ["base"], policy=args.policy,
-                       with_shares=args.shares).astype(object)
+            t = family(args.family, args.label or ["base"], oracle_label=args.oracle_label,
+                       policy=args.policy, with_shares=args.shares).astype(object)
+            if t.empty:
+                raise ValueError(f"no run under {args.family} is <label>_<web>_s<seed> with "
+                                 f"its oracle in {args.oracle_label}_<web>_s<seed> (labels "
+                                 f"{', '.join(args.label or ['base'])}; --oracle-label)")
             print(t.where(t.notna(), "").to_markdown(index=False))
             return 0
         t = table(args.oracle, [tuple(r) for r in runs], args.policy, with_shares=args.shares,
                   kind_from=kind_from)
-    except (FileNotFoundError, KeyError) as exc:  # a missing run or a run without its columns
+    except (FileNotFoundError, KeyError, ValueError) as exc:  # a missing run, its columns
         ap.exit(2, f"family_table: {exc}\n")
     print(t.to_markdown(index=False))
     return 0

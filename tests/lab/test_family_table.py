@@ -141,3 +141,20 @@ def test_kind_from_takes_one_kinds_ratio_from_another_run(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:  # a family table has no one run to take it from
         main(["--family", str(tmp_path), "--kind-from", f"daily={base}:optimal"])
     assert exc.value.code == 2
+
+
+def test_family_cli_reads_another_oracle_label_and_refuses_an_empty_match(tmp_path, capsys):
+    from lab.tools.family_table import main
+
+    _report(tmp_path / "h21d14_jitter_s0", ["optimal", "oracle"], [[5, 5, 5, 6], [5, 5, 5, 5]])
+    with pytest.raises(SystemExit) as exc:  # its oracle is not in base_jitter_s0
+        main(["--family", str(tmp_path), "--label", "h21d14"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("family_table: no run under") and "--oracle-label" in err
+    assert len(err.splitlines()) == 1
+    assert main(["--family", str(tmp_path), "--label", "h21d14",
+                 "--oracle-label", "h21d14"]) == 0
+    out = capsys.readouterr().out
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()[2:]]
+    assert [r[:3] for r in rows] == [["h21d14", "jitter", "1"], ["oracle", "jitter", "1"]]
