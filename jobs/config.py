@@ -626,6 +626,12 @@ PRIOR_LEVELS = ("host", "template", "class", "hierarchical")
 
 
 def _validate(c: Config) -> None:
+    root = c.paths.root
+    scheme, sep, rest = root.partition("://")
+    where = rest.strip("/") if scheme == "file" else rest.split("/", 1)[0]  # file:///path
+    if not root.strip() or root != root.strip() or (sep and not (scheme and where)):
+        raise ConfigError(f"paths.root {root!r} names no place: a local path or a URI with a "
+                          f"bucket or host (s3a://bucket/prefix)")
     b = c.budget
     if b.daily_fetches < 0:
         raise ConfigError("budget.daily_fetches must be >= 0")

@@ -75,6 +75,10 @@ def test_every_override_type_is_covered():
     ("intervals.floor_s=0", "floor_s"),
     ("policy.name=random", "policy.name"),
     ("budget", "section.key=value"),
+    ("paths.root=", "names no place"),        # would be the current directory
+    ("paths.root= var/data", "names no place"),
+    ("paths.root=s3a://", "names no place"),
+    ("paths.root=s3a:///prefix", "names no place"),
 ])
 def test_bad_values_fail_loudly(override, message):
     with pytest.raises(ConfigError, match=message):
