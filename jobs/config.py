@@ -818,24 +818,24 @@ def load_config(path: Optional[str] = None, overrides: Optional[list[str]] = Non
             values["spark"][table][name[len(table) + 1:]] = value
             continue
         values.setdefault(section, {})[name] = value
+        if (section, name) == ("paths", "root"):
+            file_dir = None  # a shell's path: the current directory
     cfg = config_from_dict(values)
     return dataclasses.replace(cfg, paths=dataclasses.replace(
-        cfg.paths, root=_absolute_root(cfg.paths.root, file_dir, overrides)))
+        cfg.paths, root=_absolute_root(cfg.paths.root, file_dir)))
 
 
-def _absolute_root(root: str, file_dir: Optional[str], overrides: Optional[list[str]]) -> str:
+def _absolute_root(root: str, file_dir: Optional[str]) -> str:
     """A local relative ``root`` made absolute: against ``file_dir``, the directory of the
-    config file that set it (unless ``--set`` set it again), else the current directory. Every
-    stage of a DAG run then writes where the file says, whatever directory its worker runs
-    in, and logs and manifests name the real place. URIs (``s3a://``) are left as they are."""
+    config file that set it, else (None: ``--set`` or the default) the current directory.
+    Every stage of a DAG run then writes where the file says, whatever directory its worker
+    runs in, and logs and manifests name the real place. URIs are left as they are."""
     if "://" in root:
         return root
     root = os.path.expanduser(root)  # a TOML file's "~/crawl", which no shell expanded
     if os.path.isabs(root):
         return root
-    set_here = any(o.split("=", 1)[0].strip() == "paths.root" for o in overrides or [])
-    base = file_dir if file_dir and not set_here else os.getcwd()
-    return os.path.normpath(os.path.join(base, root))
+    return os.path.normpath(os.path.join(file_dir or os.getcwd(), root))
 
 
 def config_from_dict(values: dict[str, dict[str, Any]]) -> Config:

@@ -106,8 +106,7 @@ def untimed_reason(pages: pd.DataFrame, params: timing.TimingParams) -> np.ndarr
     host's phase nor its own hour's test accepted). Reads ``period_s``, ``lane``,
     ``lambda_hat`` and the timing sums (missing sums: no evidence)."""
     sums = timing.stored(pages)
-    n = sums["tod_n"]
-    r = np.clip(np.hypot(sums["tod_cos"], sums["tod_sin"]) / np.where(n > 0, n, 1.0), 0, 1)
+    n, _, _, r = timing._day_resultant(sums)  # the planner's own R̄ on the day
     lam = np.nan_to_num(pages["lambda_hat"].to_numpy(float))
     lane = pages["lane"].to_numpy() if "lane" in pages else np.full(len(pages), "refresh")
     conditions = [np.isfinite(pages["period_s"].to_numpy(float)), lane == "fast",
