@@ -331,20 +331,6 @@ class TimingConfig:
     min_concentration: float = _doc("Mean resultant length (0-1) the changes' times need on the day "
                                     "or week circle: 0.9 is a circular sd of about 1.75 h a day.",
                                     default=0.9)
-    wide_min_concentration: float = _doc("A URL with min_dated_changes whose changes' mean "
-                                         "resultant length on the day is below min_concentration "
-                                         "but at least this is timed on the day too when the "
-                                         "Rayleigh statistic n R^2 reaches wide_min_rayleigh: "
-                                         "a page with two or three editions a day, visited after "
-                                         "its mean hour plus two circular sds (0.7: about "
-                                         "3.2 h). 1: off.", default=0.7)
-    wide_min_rayleigh: float = _doc("Rayleigh statistic n R^2 (n the decayed weight of dated "
-                                    "changes) the rule above needs: uniform times reach 4.6 "
-                                    "about 1 % of the time.", default=4.6)
-    wide_max_changes_per_period: float = _doc("lambda_hat x 1 day at most this for the rule "
-                                              "above: fetch-locked Last-Modified instants of a "
-                                              "page changing 4 times a day have R = 0.54.",
-                                              default=4.0)
     visit_lag_s: float = _doc("A timed URL's visit is placed this long after its mean change "
                               "time, plus two circular standard deviations.", default=600.0)
     max_changes_per_period: float = _doc("A URL whose lambda_hat x period (1 day or 1 week) exceeds "
@@ -716,17 +702,13 @@ def _validate_update_sections(c: Config) -> None:
             and 0 <= tm.host_min_log_odds < float("inf") and 0 < tm.host_min_spread_s <= 43200
             and 0 <= tm.few_dates_max_changes_per_week < float("inf")
             and 0 <= tm.tight_min_dated_changes < float("inf") and 0 < tm.tight_spread_s <= 43200
-            and 0 <= tm.week_min_dated_changes < float("inf")
-            and 0 < tm.wide_min_concentration <= 1 and 0 <= tm.wide_min_rayleigh < float("inf")
-            and 0 <= tm.wide_max_changes_per_period < float("inf")):
+            and 0 <= tm.week_min_dated_changes < float("inf")):
         raise ConfigError("need timing.min_dated_changes finite >= 0, 0 < min_concentration <= 1, "
                           "0 <= visit_lag_s < 86400, 0 <= max_arc_s <= 86400, "
                           "0 < max_changes_per_period < inf, host_min_dated_changes and "
                           "host_min_log_odds finite >= 0, 0 < host_min_spread_s <= 43200 and "
                           "few_dates_max_changes_per_week, tight_min_dated_changes and "
-                          "week_min_dated_changes finite >= 0, 0 < tight_spread_s <= 43200, "
-                          "0 < wide_min_concentration <= 1, wide_min_rayleigh and "
-                          "wide_max_changes_per_period finite >= 0")
+                          "week_min_dated_changes finite >= 0, 0 < tight_spread_s <= 43200")
     if not (0 <= tm.burst_max_poisson_prob < 1 and 0 < tm.burst_recheck_s <= 7 * 86400):
         raise ConfigError("need 0 <= timing.burst_max_poisson_prob < 1 and "
                           "0 < timing.burst_recheck_s <= 604800 (one week)")

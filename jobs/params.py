@@ -56,10 +56,7 @@ def timing_params(cfg: Config) -> timing.TimingParams:
                                tight_spread_s=t.tight_spread_s,
                                week_min_dated_changes=t.week_min_dated_changes,
                                burst_max_poisson_prob=t.burst_max_poisson_prob,
-                               burst_recheck_s=t.burst_recheck_s,
-                               wide_min_concentration=t.wide_min_concentration,
-                               wide_min_rayleigh=t.wide_min_rayleigh,
-                               wide_max_changes_per_period=t.wide_max_changes_per_period)
+                               burst_recheck_s=t.burst_recheck_s)
 
 
 def update_params(cfg: Config) -> state_update.UpdateParams:

@@ -81,19 +81,6 @@ than ``min_dated_changes`` changes takes at least its host's publishers' own sd 
 as its spread where its host has anchors (:func:`_host_spread_floor`): these rules accept
 changes *because* they sit close together, so their own sd understates the page's jitter.
 
-**Wide day rhythms.** A page with two or three editions a day at fixed hours has a mean
-resultant below ``min_concentration`` (two editions 6 h apart, dated in proportion to the
-gap each is followed by, as fetches at any time of day date them: :math:`\bar R = 0.79`),
-yet it never changes in the long gap after its last edition. It is timed on the day too when
-it has ``min_dated_changes``, :math:`\bar R \ge` ``wide_min_concentration`` (0.7), and the
-Rayleigh statistic :math:`Z = n\bar R^2` reaches ``wide_min_rayleigh`` (4.6: uniform times
-reach it with probability about :math:`e^{-Z}`, 1 %; Mardia & Jupp 2000, §6.3.1), at most
-``wide_max_changes_per_period`` (4) changes a day: fetch-locked instants of a page changing 4
-times a day have :math:`\bar R = 0.54`. Its one visit a day goes at its mean hour plus two of
-its (wide) circular sds, after the last edition, and what it dates there is that edition:
-:math:`\bar R` rises and the visit moves to just after it. Its phase window (two sds each
-side) holds its editions, so a change in the quiet gap refutes it as any other.
-
 **Shrinkage to the host.** Publishers keep house hours: a host's dated pages tend to change
 at one time of day. :func:`shrunk_rhythm` pools the day-circle sums of a host's *anchor* URLs
 (those concentrated on the day on their own evidence); where the pool is concentrated too it
@@ -205,9 +192,6 @@ class TimingParams:
     week_min_dated_changes: float
     burst_max_poisson_prob: float = 0.0   # jobs.core.bursts; 0: no burst rechecks
     burst_recheck_s: float = 43200.0
-    wide_min_concentration: float = 1.0   # "Wide day rhythms"; 1: off
-    wide_min_rayleigh: float = 4.6
-    wide_max_changes_per_period: float = 4.0
 
 
 def empty(n: int) -> dict:
@@ -309,19 +293,12 @@ def rhythm(sums: dict, params: TimingParams, lam) -> Rhythm:
         take = ((enough & (r >= params.min_concentration)) | tight) & (
             lam * p_s / DAY_S <= params.max_changes_per_period)
         if p_s == DAY_S:  # a change away from the phase refutes it (module notes)
-            take = (take | (enough & _wide(n, r, lam, params))) & ~refuted(sums)
+            take &= ~refuted(sums)
         angle = np.mod(np.arctan2(sin, cos), 2 * np.pi)
         period = np.where(take, p_s, period)
         phase = np.where(take, angle / (2 * np.pi) * p_s, phase)
         spread = np.where(take, sd, spread)
     return Rhythm(period, phase, spread)
-
-
-def _wide(n, r, lam, params: TimingParams) -> np.ndarray:
-    """Rows whose day evidence passes the wide rule (module notes, "Wide day rhythms"); the
-    caller adds ``min_dated_changes`` where it needs it."""
-    return ((r >= params.wide_min_concentration) & (n * r * r >= params.wide_min_rayleigh)
-            & (lam <= params.wide_max_changes_per_period))
 
 
 def last_modified_is_change_bit(sums: dict, params: TimingParams, lam) -> np.ndarray:
@@ -370,10 +347,8 @@ def day_window(sums: dict, params: TimingParams, lam):
     n, cos, sin, r = _day_resultant(sums)
     lam = np.nan_to_num(np.asarray(lam, dtype=float) * np.ones(len(n)))
     fewest = min(params.host_min_dated_changes, params.tight_min_dated_changes)
-    ok = params.enabled & (
-        (counts(n, fewest) & (r >= params.min_concentration)
-         & (lam <= params.max_changes_per_period))
-        | (counts(n, params.min_dated_changes) & _wide(n, r, lam, params)))
+    ok = (params.enabled & counts(n, fewest)
+          & (r >= params.min_concentration) & (lam <= params.max_changes_per_period))
     phase = np.mod(np.arctan2(sin, cos), 2 * np.pi) / (2 * np.pi) * DAY_S
     half = 2.0 * np.maximum(_sd_s(r, DAY_S), params.host_min_spread_s)
     return np.where(ok, phase, np.nan), np.where(ok, half, np.nan)

@@ -91,15 +91,14 @@ def timed_table(pages: pd.DataFrame) -> pd.DataFrame:
     return g.drop(columns="w")
 
 
-UNTIMED_REASONS = ("timed: wide", "timed", "fast lane", "no dated change", "refuted", "spread",
+UNTIMED_REASONS = ("timed", "fast lane", "no dated change", "refuted", "spread",
                    "too fast", "one dated change", "host and page tests")
 
 
 def untimed_reason(pages: pd.DataFrame, params: timing.TimingParams) -> np.ndarray:
     """Why each page of ``pages`` is or is not timed, the first of :data:`UNTIMED_REASONS`
     that holds, in the order of the planner's gates (:func:`jobs.core.timing.shrunk_rhythm`):
-    ``timed: wide`` (timed on the day with R̄ below ``min_concentration``: the wide rule of
-    :mod:`jobs.core.timing`); ``timed`` (a finite ``period_s``); ``fast lane`` (never timed); ``no dated change``;
+    ``timed`` (a finite ``period_s``); ``fast lane`` (never timed); ``no dated change``;
     ``refuted`` (a change between two phase windows); ``spread`` (R̄ on the day below
     ``min_concentration``: several hours a day, or too much jitter); ``too fast`` (λ̂ above
     ``max_changes_per_period`` a day); ``one dated change`` (fewer than the host rule's
@@ -110,9 +109,7 @@ def untimed_reason(pages: pd.DataFrame, params: timing.TimingParams) -> np.ndarr
     n, _, _, r = timing._day_resultant(sums)  # the planner's own R̄ on the day
     lam = np.nan_to_num(pages["lambda_hat"].to_numpy(float))
     lane = pages["lane"].to_numpy() if "lane" in pages else np.full(len(pages), "refresh")
-    period = pages["period_s"].to_numpy(float)
-    conditions = [(period == timing.DAY_S) & (r < params.min_concentration),
-                  np.isfinite(period), lane == "fast",
+    conditions = [np.isfinite(pages["period_s"].to_numpy(float)), lane == "fast",
                   ~timing.counts(n, 1), timing.refuted(sums), r < params.min_concentration,
                   lam > params.max_changes_per_period,
                   ~timing.counts(n, params.host_min_dated_changes)]

@@ -1,6 +1,4 @@
 """Time-of-day and day-of-week rhythm (issue 14 §1): evidence, detection, value, placement."""
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -812,77 +810,3 @@ def test_a_dated_change_threshold_must_be_finite_and_not_negative(field, value):
     with pytest.raises(ConfigError, match="timing.min_dated_changes finite"):
         load_config(None, [f"timing.{field}={value}"])
     assert getattr(load_config(None, [f"timing.{field}=0"]).timing, field) == 0.0
-
-
-def _two_editions(at_first, at_second):
-    """Last-Modified dates of a page with editions at 12:00 and 18:00 UTC, ``at_first`` and
-    ``at_second`` days dated at each: fetches at any time of day date the edition before them,
-    so each in proportion to the gap it is followed by (6 h and 18 h)."""
-    days = np.arange(at_first + at_second)
-    hours = np.where(days < at_first, 12.0, 18.0)
-    return sums_of(MON + days * DAY_S + hours * 3600)
-
-
-def test_a_page_with_two_editions_a_day_is_timed_wide_and_visited_after_the_last():
-    """R̄ of 3 dates at 12:00 and 7 at 18:00 is 0.76 (< min_concentration, ≥ 0.7) and n R̄² =
-    5.8 ≥ 4.6: timed on the day. Its mean hour (16:27) plus two of its sds (2.8 h) and the lag
-    is after the 18:00 edition and before the next 12:00 one."""
-    s = _two_editions(3, 7)
-    r_bar = np.hypot(s["tod_cos"][0], s["tod_sin"][0]) / s["tod_n"][0]
-    assert r_bar == pytest.approx(np.hypot(0.7, 0.3), rel=1e-9)
-    assert TP.wide_min_concentration <= r_bar < TP.min_concentration
-    r = timing.rhythm(s, TP, 2.0)
-    assert r.period_s[0] == DAY_S
-    mean_h = 18.0 - np.degrees(np.arctan2(0.3, 0.7)) / 15.0
-    assert r.phase_s[0] / 3600 == pytest.approx(mean_h, abs=1e-6)
-    visit = timing.next_phase_after(np.array([MON + 20 * DAY_S]), r, TP.visit_lag_s)[0]
-    hour = (visit - MON - 20 * DAY_S) / 3600
-    assert 18.0 < hour < 24.0 + 12.0
-    # its phase window holds both editions; a change in the quiet night refutes it
-    phase, half = timing.day_window(s, TP, 2.0)
-    assert abs(phase[0] - 12 * 3600) < half[0] and abs(phase[0] - 18 * 3600) < half[0]
-    night = MON + 30 * DAY_S + np.array([23.5 * 3600])
-    assert timing.off_phase(night, night + 6 * 3600, [False], phase, half)[0]
-    refuted = dict(s, tod_off_n=np.array([1.0]))
-    assert not timing.rhythm(refuted, TP, 2.0).timed[0]
-    assert not timing.rhythm(s, replace(TP, wide_min_concentration=1.0), 2.0).timed[0]  # off
-
-
-@pytest.mark.parametrize("at_first,at_second,lam,timed", [
-    (3, 7, 2.0, True),
-    (3, 7, TP.wide_max_changes_per_period * 1.1, False),  # too fast: fetch-locking
-    (2, 3, 2.0, False),   # R̄ 0.72, n R̄² 2.6 < 4.6: five dates are not enough at this spread
-    (4, 6, 2.0, True),    # R̄ 0.72, n R̄² 5.2
-    (5, 5, 2.0, True),    # R̄ 0.71, n R̄² 5.0
-])
-def test_the_wide_rule_is_the_rayleigh_test_above_a_floor(at_first, at_second, lam, timed):
-    s = _two_editions(at_first, at_second)
-    n = s["tod_n"][0]
-    r_bar = np.hypot(s["tod_cos"][0], s["tod_sin"][0]) / n
-    want = (r_bar >= TP.wide_min_concentration and n * r_bar ** 2 >= TP.wide_min_rayleigh
-            and lam <= TP.wide_max_changes_per_period)
-    assert want == timed
-    assert timing.rhythm(s, TP, lam).timed[0] == want
-
-
-def test_uniform_times_are_rarely_timed_by_the_wide_rule():
-    """Poisson pages with 5-20 dated changes uniform in time: the Rayleigh gate at 4.6 lets
-    about 1 % through where R̄ ≥ 0.7 does not bind (n ≥ 10), fewer below: 0.3-0.5 % in all
-    (seeds 3-5), with the main rule's."""
-    rng = np.random.default_rng(3)
-    pages = [MON + rng.uniform(0, 20 * DAY_S, rng.integers(5, 21)) for _ in range(3000)]
-    s = _pool(*pages)
-    timed = timing.rhythm(s, TP, np.full(len(pages), 1.0)).timed
-    assert timed.mean() < 0.01
-    # and the fetch-locking bound of the notes
-    lam_p = TP.wide_max_changes_per_period
-    assert 1 / np.sqrt(1 + (2 * np.pi / lam_p) ** 2) < TP.wide_min_concentration
-
-
-@pytest.mark.parametrize("key,value", [("wide_min_concentration", "0"),
-                                       ("wide_min_concentration", "1.1"),
-                                       ("wide_min_rayleigh", "-1"), ("wide_min_rayleigh", "inf"),
-                                       ("wide_max_changes_per_period", "nan")])
-def test_config_refuses_bad_wide_rule_settings(key, value):
-    with pytest.raises(ConfigError, match="wide_min_concentration"):
-        load_config(None, [f"timing.{key}={value}"])

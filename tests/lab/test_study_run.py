@@ -131,12 +131,9 @@ def test_visits_by_kind_and_day_count_each_planned_days_fetches():
 def test_untimed_reason_follows_the_planners_gates_in_order():
     params = timing_params(load_config(None, []))
     day = 2 * np.pi / 86400.0
-    WEEK = 7 * 86400.0
     tight = [np.cos(day * 36000.0), np.sin(day * 36000.0)]  # every change at 10:00
     rows = [  # (period_s, lane, lambda_hat, tod_n, cos, sin, tod_off_n) -> reason
         (86400.0, "refresh", 0.9, 6.0, 6 * tight[0], 6 * tight[1], 0.0, "timed"),
-        (86400.0, "refresh", 2.0, 12.0, 9.0, 0.0, 0.0, "timed: wide"),     # R̄ 0.75
-        (WEEK, "refresh", 0.1, 6.0, 3.0, 0.0, 0.0, "timed"),               # week, R̄ day 0.5
         (np.nan, "fast", 0.9, 6.0, 6 * tight[0], 6 * tight[1], 0.0, "fast lane"),
         (np.nan, "refresh", 0.9, 0.0, 0.0, 0.0, 0.0, "no dated change"),
         (np.nan, "refresh", 0.9, 6.0, 6 * tight[0], 6 * tight[1], 2.0, "refuted"),
@@ -150,7 +147,7 @@ def test_untimed_reason_follows_the_planners_gates_in_order():
     assert list(study_run.untimed_reason(frame, params)) == list(frame["want"])
     assert set(frame["want"]) == set(study_run.UNTIMED_REASONS)
     # A state without the sums (older state) reads as no evidence.
-    bare = frame[["period_s", "lane", "lambda_hat"]].iloc[3:5]
+    bare = frame[["period_s", "lane", "lambda_hat"]].iloc[1:3]
     assert list(study_run.untimed_reason(bare, params)) == ["fast lane", "no dated change"]
 
 
@@ -160,7 +157,6 @@ def test_rhythm_table_splits_each_kinds_gain_by_reason_and_evidence():
         "kind": ["daily", "daily", "daily", "weekly", "poisson"],
         "period_s": [86400.0, np.nan, np.nan, np.nan, np.nan],
         "lane": "refresh", "lambda_hat": 0.8, "tod_n": [6.0, 0.0, 0.0, 0.0, 0.0],
-        "tod_cos": [6.0, 0.0, 0.0, 0.0, 0.0],
         "cls": ["lm", "none", "none", "lm", "lm"], "importance": [1.0, 2.0, 1.0, 1.0, 5.0],
         "F": [0.6, 0.2, 0.3, 0.5, 0.1], "F_oracle": [0.4, 0.3, 0.3, 0.5, 0.2],
         "f": [1.0, 0.2, 0.3, 0.1, 0.4], "f_oracle": [0.5, 0.4, 0.3, 0.1, 0.4]})
