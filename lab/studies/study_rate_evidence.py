@@ -1,0 +1,238 @@
+"""How much of the Poisson pages' loss is the estimate, and how much the evidence? A what-if
+on a backtest's state.
+
+Usage::
+
+    python -m lab.studies.study_rate_evidence --workdir RUN_w --seed S --dates D [D ...]
+
+For each state date of the ``optimal`` run, λ is re-estimated from the stored sufficient
+statistics, all on the hierarchical chain's groups (``estimation.prior_level =
+hierarchical``: each URL in the first of template, class, host with an EM fit):
+
+* ``single``: the production estimate (:func:`jobs.core.state_update.estimate_with_priors`
+  with the group's log-normal prior, :func:`jobs.core.estimators_shrinkage.fit_group_priors`);
+* ``grid1``: the same prior, the posterior mode of log λ found on a fine grid (checks the
+  grid against the production estimate);
+* ``mix2``: a two-component normal mixture on log λ per group, fitted by EM on the same grid
+  likelihoods (Dempster, Laird & Rubin 1977, the mixture case of their section 4.3), the
+  posterior mode on the fine grid. Groups with fewer than ``--mix-min-urls`` observed URLs keep
+  the single prior;
+* ``mean``: the posterior mean of λ under the single prior (on the fine grid);
+* ``bayes``: no point estimate: the allocation that maximises the posterior expected
+  freshness Σ w E[F̄(λ, f)] (:func:`bayes_allocate`, each URL's posterior as 48 equal-mass
+  points), the best any allocation can do with the evidence and the prior as they are.
+
+Each is allocated with the budget ``--budget`` × pages, f in [1/90, 24] a day (the
+Cho & Garcia-Molina optimum; :func:`bayes_allocate`, which with one point per URL is that
+optimum without host caps) and scored with the true λ: expected importance-weighted Poisson
+freshness Σ w F̄(λ, f) of the front pages and feeds and of the Poisson pages, relative to the
+allocation that knew the true λ. ``1 − bayes`` is then what more evidence (not a better
+estimate) could buy those pages on that day's state.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pandas as pd
+
+from jobs.core import state_update
+from jobs.core.estimators_shrinkage import (PRIOR_CHAINS, STATS_COLUMNS, _grid_loglik,
+                                            fit_group_priors, group_key_from_url)
+from jobs.core.estimators_stats import observation_count
+from jobs.core.freshness import freshness
+from lab.studies.study_priors import load
+
+FIT_GRID = np.linspace(np.log(1e-4), np.log(1e3), 96)  # fit_group_priors' grid
+FINE_GRID = np.linspace(np.log(1e-4), np.log(1e3), 801)
+TAU2_MIN = 1.0 / 20.0  # fit_group_priors' max_shape = 20
+
+
+def chosen_groups(state: pd.DataFrame, stats: pd.DataFrame, min_urls: int = 3):
+    """Per URL: the level index and key of the first hierarchical group with an EM fit
+    (-1 where none has one), and that level's fit (mu, tau2)."""
+    n = len(state)
+    level = np.full(n, -1)
+    key = np.full(n, None, dtype=object)
+    mu, tau2 = np.full(n, np.nan), np.full(n, np.nan)
+    keys_by_level = []
+    for i, lvl in enumerate(PRIOR_CHAINS["hierarchical"]):
+        keys = group_key_from_url(state["url"], lvl, hosts=state["host"]).to_numpy(object)
+        keys_by_level.append(keys)
+        fit = fit_group_priors(stats, keys, min_urls=min_urls).reindex(keys)
+        em = (fit["method"] == "em").to_numpy(bool)
+        take = em & (level < 0)
+        level[take] = i
+        key[take] = keys[take]
+        mu[take] = fit["log_mean"].to_numpy(float)[take]
+        tau2[take] = np.clip(fit["log_var_between"].to_numpy(float)[take], TAU2_MIN, None)
+    return level, key, mu, tau2, keys_by_level
+
+
+def fit_mixture(lik: np.ndarray, grid: np.ndarray, mu0: float, tau20: float,
+                maxiter: int = 500, tol: float = 1e-5):
+    """EM for a two-component normal mixture prior on log λ from URLs' likelihoods on
+    ``grid`` (rows: URLs, normalised to max 1). Starts from the single fit split at ±τ;
+    each component's variance floored at ``TAU2_MIN``; the weights get a Beta(2, 2)
+    pseudo-count so a component cannot vanish onto one URL."""
+    du = grid[1] - grid[0]
+    pi = np.array([0.5, 0.5])
+    sd = np.sqrt(tau20)
+    mu = np.array([mu0 - sd, mu0 + sd])
+    tau2 = np.full(2, max(tau20 / 2, TAU2_MIN))
+    n = lik.shape[0]
+    for _ in range(maxiter):
+        dens = (pi[:, None] / np.sqrt(2 * np.pi * tau2[:, None])
+                * np.exp(-0.5 * (grid[None, :] - mu[:, None]) ** 2 / tau2[:, None]) * du)
+        joint = lik[:, None, :] * dens[None, :, :]  # URL x component x grid
+        joint /= np.maximum(joint.sum(axis=(1, 2), keepdims=True), 1e-300)
+        r = joint.sum(axis=2)  # URL x component
+        nk = r.sum(axis=0)
+        new_pi = (nk + 1.0) / (n + 2.0)
+        m = np.einsum("ikg,g->k", joint, grid) / np.maximum(nk, 1e-12)
+        v = np.einsum("ikg,kg->k", joint, (grid[None, :] - m[:, None]) ** 2) / np.maximum(nk, 1e-12)
+        new_tau2 = np.maximum(v, TAU2_MIN)
+        step = max(np.abs(m - mu).max(), np.abs(new_pi - pi).max(),
+                   np.abs(np.sqrt(new_tau2) - np.sqrt(tau2)).max())
+        pi, mu, tau2 = new_pi, m, new_tau2
+        if step < tol:
+            break
+    return pi, mu, tau2
+
+
+def grid_mode(loglik_fine: np.ndarray, logprior_fine: np.ndarray) -> np.ndarray:
+    """The posterior mode of log λ on the fine grid (per row)."""
+    return FINE_GRID[np.argmax(loglik_fine + logprior_fine, axis=1)]
+
+
+def log_normal_mix(pi, mu, tau2, grid):
+    dens = (np.asarray(pi)[:, None] / np.sqrt(2 * np.pi * np.asarray(tau2)[:, None])
+            * np.exp(-0.5 * (grid[None, :] - np.asarray(mu)[:, None]) ** 2
+                     / np.asarray(tau2)[:, None]))
+    return np.log(np.maximum(dens.sum(axis=0), 1e-300))
+
+
+def estimates(state: pd.DataFrame, mix_min_urls: int):
+    stats = state[list(STATS_COLUMNS)].astype(float)
+    level, key, mu, tau2, keys_by_level = chosen_groups(state, stats)
+    # production: the same choice through update_state's pure estimate
+    shape = np.where(level >= 0, 1.0 / tau2, np.nan)
+    single = state_update.estimate_with_priors(
+        state, shape, shape * np.exp(-np.nan_to_num(mu)))["lambda_hat"].to_numpy(float)
+    observed = np.asarray(observation_count(stats)) > 0
+    fine = _grid_loglik(stats, FINE_GRID)
+    coarse = np.exp(_grid_loglik(stats, FIT_GRID))
+    grid1 = single.copy()
+    mix2 = single.copy()
+    n_mix = 0
+    for lv in range(len(keys_by_level)):
+        for g in pd.unique(key[level == lv]):
+            rows = np.flatnonzero((level == lv) & (key == g))
+            members = np.flatnonzero((keys_by_level[lv] == g) & observed)
+            m0, t0 = mu[rows[0]], tau2[rows[0]]
+            lp1 = log_normal_mix([1.0], [m0], [t0], FINE_GRID)
+            grid1[rows] = np.exp(grid_mode(fine[rows], lp1[None, :]))
+            if len(members) >= mix_min_urls:
+                pi, mk, tk = fit_mixture(coarse[members], FIT_GRID, m0, t0)
+                lp2 = log_normal_mix(pi, mk, tk, FINE_GRID)
+                n_mix += 1
+            else:
+                lp2 = lp1
+            mix2[rows] = np.exp(grid_mode(fine[rows], lp2[None, :]))
+    return {"single": single, "grid1": grid1, "mix2": mix2}, n_mix
+
+
+def marginal_value(f, lam, p, w):
+    """w E[∂F̄/∂f] at rates ``f`` (N) under posteriors of points ``lam`` with masses ``p``
+    (N × K): ∂F̄/∂f = (1 − e^(−x)(1 + x))/λ with x = λ/f (F̄ = (1 − e^(−x))/x)."""
+    x = lam / f[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(lam > 0, (-np.expm1(-x) - x * np.exp(-x)) / lam, 0.0)  # λ = 0: F̄ = 1
+    return w * (p * d).sum(axis=1)
+
+
+def bayes_allocate(lam, p, w, budget, f_min=1 / 90, f_max=24.0, iters=50):
+    """Rates f in [f_min, f_max] with Σ f = budget maximising Σ w E[F̄(λ, f)] under each
+    URL's discrete posterior (points ``lam``, masses ``p``, N × K; K = 1 is the plug-in
+    optimum). The objective is concave in f, so the optimum is one level μ: f solves
+    w E[∂F̄/∂f] = μ, clipped to the bounds (Cho & Garcia-Molina 2003, the Lagrange condition
+    of their section 4, with the expectation inside); μ and each f by bisection on logs."""
+    lam, p, w = np.asarray(lam, float), np.asarray(p, float), np.asarray(w, float)
+    if lam.shape != p.shape or lam.shape[0] != w.shape[0] or not budget > 0:
+        raise ValueError("lam and p must be N x K, w N long, budget > 0")
+    if not f_min * len(w) <= budget <= f_max * len(w):
+        raise ValueError("budget outside [f_min, f_max] x pages")
+
+    def rates_at(mu):
+        a, b = np.full(len(w), np.log(f_min)), np.full(len(w), np.log(f_max))
+        for _ in range(iters):
+            c = 0.5 * (a + b)
+            up = marginal_value(np.exp(c), lam, p, w) > mu
+            a, b = np.where(up, c, a), np.where(up, b, c)
+        return np.exp(0.5 * (a + b))
+
+    lo, hi = np.log(1e-9), np.log(1e9)
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        if rates_at(np.exp(mid)).sum() > budget:
+            lo = mid
+        else:
+            hi = mid
+    return rates_at(np.exp(0.5 * (lo + hi)))
+
+
+def posterior_points(stats, level, mu, tau2, k=48):
+    """Each URL's posterior of λ under its single group prior (flat on log λ without
+    one), on the fine grid: k equal-mass points, its mode and its mean."""
+    ll = _grid_loglik(stats, FINE_GRID)
+    has = level >= 0
+    lp = np.where(has[:, None], -0.5 * (FINE_GRID[None, :] - np.nan_to_num(mu)[:, None]) ** 2
+                  / np.where(has, tau2, 1.0)[:, None], 0.0)
+    post = np.exp(ll + lp - (ll + lp).max(axis=1, keepdims=True))
+    post /= post.sum(axis=1, keepdims=True)
+    cdf = np.cumsum(post, axis=1)
+    qs = (np.arange(k) + 0.5) / k
+    idx = np.stack([np.searchsorted(c, qs) for c in cdf]).clip(0, len(FINE_GRID) - 1)
+    return (np.exp(FINE_GRID[idx]), np.exp(FINE_GRID[np.argmax(post, axis=1)]),
+            post @ np.exp(FINE_GRID))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--dates", nargs="+", required=True)
+    ap.add_argument("--budget", type=float, default=0.2, help="refresh visits/day per page")
+    ap.add_argument("--mix-min-urls", type=int, default=8)
+    args = ap.parse_args(argv)
+    truth = pd.read_parquet(f"{args.workdir}/seed{args.seed}/optimal/data/_truth/pages")
+    for dt in args.dates:
+        state = load(args.workdir, args.seed, dt).merge(truth[["url", "kind"]], on="url")
+        kinds = state["kind"].to_numpy(object)
+        w, lam = state["importance"].to_numpy(float), state["lambda"].to_numpy(float)
+        budget = args.budget * len(state)
+        stats = state[list(STATS_COLUMNS)].astype(float)
+        level, _, mu, tau2, _ = chosen_groups(state, stats)
+        points, mode, mean = posterior_points(stats, level, mu, tau2)
+        ests, n_mix = estimates(state, args.mix_min_urls)
+        one = np.ones((len(w), 1))
+        arms = {"oracle": (lam[:, None], one), "single": (ests["single"][:, None], one),
+                "grid1": (mode[:, None], one), "mix2": (ests["mix2"][:, None], one),
+                "mean": (mean[:, None], one),
+                "bayes": (points, np.full(points.shape, 1.0 / points.shape[1]))}
+        fresh = {}
+        for name, (pts, mass) in arms.items():
+            wf = w * freshness(lam, bayes_allocate(pts, mass, w, budget))
+            fresh[name] = {"front": wf[kinds == "front"].sum(),
+                           "poisson": wf[kinds == "poisson"].sum()}
+            fresh[name]["front+poisson"] = fresh[name]["front"] + fresh[name]["poisson"]
+        row = {"seed": args.seed, "dt": dt, "pages": len(state), "mixture_groups": n_mix}
+        for name in list(arms)[1:]:
+            row[name] = {k: round(v / fresh["oracle"][k], 4) for k, v in fresh[name].items()}
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
