@@ -28,6 +28,12 @@ optimum without host caps) and scored with the true λ: expected importance-weig
 freshness Σ w F̄(λ, f) of the front pages and feeds and of the Poisson pages, relative to the
 allocation that knew the true λ. ``1 − bayes`` is then what more evidence (not a better
 estimate) could buy those pages on that day's state.
+
+``voi`` asks what that evidence would cost (:func:`value_of_information`): at the plug-in
+allocation's level μ (the value of one more visit a day), each page's best learning probe or
+bundle of probes is worth gain × H over a horizon of H days against its price μ per probe.
+Printed per horizon: the pages where a probe pays, their probes, and their net worth as a
+share of H days of the oracle's gap (every page scored as Poisson here).
 """
 from __future__ import annotations
 
@@ -152,12 +158,14 @@ def marginal_value(f, lam, p, w):
     return w * (p * d).sum(axis=1)
 
 
-def bayes_allocate(lam, p, w, budget, f_min=1 / 90, f_max=24.0, iters=50):
+def bayes_allocate(lam, p, w, budget, f_min=1 / 90, f_max=24.0, iters=50,
+                   return_level=False):
     """Rates f in [f_min, f_max] with Σ f = budget maximising Σ w E[F̄(λ, f)] under each
     URL's discrete posterior (points ``lam``, masses ``p``, N × K; K = 1 is the plug-in
     optimum). The objective is concave in f, so the optimum is one level μ: f solves
     w E[∂F̄/∂f] = μ, clipped to the bounds (Cho & Garcia-Molina 2003, the Lagrange condition
-    of their section 4, with the expectation inside); μ and each f by bisection on logs."""
+    of their section 4, with the expectation inside); μ and each f by bisection on logs.
+    With ``return_level``, also μ: the value of one more visit a day at the optimum."""
     lam, p, w = np.asarray(lam, float), np.asarray(p, float), np.asarray(w, float)
     if lam.shape != p.shape or lam.shape[0] != w.shape[0] or not budget > 0:
         raise ValueError("lam and p must be N x K, w N long, budget > 0")
@@ -179,23 +187,104 @@ def bayes_allocate(lam, p, w, budget, f_min=1 / 90, f_max=24.0, iters=50):
             lo = mid
         else:
             hi = mid
-    return rates_at(np.exp(0.5 * (lo + hi)))
+    level = np.exp(0.5 * (lo + hi))
+    return (rates_at(level), float(level)) if return_level else rates_at(level)
 
 
-def posterior_points(stats, level, mu, tau2, k=48):
-    """Each URL's posterior of λ under its single group prior (flat on log λ without
-    one), on the fine grid: k equal-mass points, its mode and its mean."""
-    ll = _grid_loglik(stats, FINE_GRID)
+def grid_posterior(stats, level, mu, tau2, grid=FINE_GRID):
+    """Each URL's posterior on ``grid`` (log λ) under its single group prior N(mu, tau2)
+    (flat on log λ where ``level`` < 0: no group fit), rows summing to 1."""
+    ll = _grid_loglik(stats, grid)
     has = level >= 0
-    lp = np.where(has[:, None], -0.5 * (FINE_GRID[None, :] - np.nan_to_num(mu)[:, None]) ** 2
+    lp = np.where(has[:, None], -0.5 * (grid[None, :] - np.nan_to_num(mu)[:, None]) ** 2
                   / np.where(has, tau2, 1.0)[:, None], 0.0)
     post = np.exp(ll + lp - (ll + lp).max(axis=1, keepdims=True))
-    post /= post.sum(axis=1, keepdims=True)
+    return post / post.sum(axis=1, keepdims=True)
+
+
+def posterior_points(post, k=48, grid=FINE_GRID):
+    """From grid posteriors: k equal-mass points of λ per URL, its mode and its mean."""
     cdf = np.cumsum(post, axis=1)
     qs = (np.arange(k) + 0.5) / k
-    idx = np.stack([np.searchsorted(c, qs) for c in cdf]).clip(0, len(FINE_GRID) - 1)
-    return (np.exp(FINE_GRID[idx]), np.exp(FINE_GRID[np.argmax(post, axis=1)]),
-            post @ np.exp(FINE_GRID))
+    idx = np.stack([np.searchsorted(c, qs) for c in cdf]).clip(0, len(grid) - 1)
+    return (np.exp(grid[idx]), np.exp(grid[np.argmax(post, axis=1)]), post @ np.exp(grid))
+
+
+#: Probe intervals tried, in units of 1/λ̂, and the bundle sizes of ``value_of_information``.
+PROBE_INTERVALS = (0.25, 0.5, 1.0, 2.0)
+PROBE_BUNDLES = (1, 2, 4, 8, 16)
+
+
+def value_of_information(post, grid, w, level, trusted, f_min=1 / 90, f_max=24.0,
+                         s_bins=6, f_points=64):
+    """What one probe is expected to add to a page's day, per probe: the knowledge gradient
+    (Frazier, Powell & Dayanik, *SIAM J. Control Optim.* 47, 2008) of the page's own
+    Lagrangian value V(f) = w E[F̄(λ, f)] − level · f, maximised over f.
+
+    A probe fetches the page Δ = c/λ̂ after a fetch (c in ``PROBE_INTERVALS``, λ̂ the
+    posterior mode) and sees a change or none; on a ``trusted`` page (Last-Modified) a change
+    also tells the age of the last change, read into ``s_bins`` equal bins of [0, Δ). The
+    gain is E_y[max_f V(f | y)] − max_f V(f) ≥ 0 (Jensen). As one probe tells little, bundles
+    of m probes at the same Δ (changed/unchanged bits only, m in ``PROBE_BUNDLES``) are
+    scored too, per probe: the KG(*) of Frazier & Powell (*Decision Analysis* 7, 2010) for
+    values of information that grow faster than linearly. Returns each page's best gain per
+    probe (in w·F̄ per day, the units of ``level``) and the bundle size that gives it.
+    """
+    from scipy.stats import binom
+
+    lam_g = np.exp(grid)
+    fk = np.exp(np.linspace(np.log(f_min), np.log(f_max), f_points))
+    fresh = freshness(lam_g[:, None], fk[None, :])  # grid x rates
+
+    def best(p):
+        return (w[:, None] * (p @ fresh) - level * fk[None, :]).max(axis=1)
+
+    def after(lik):  # E_y[max_f V(f | y)] over one outcome's likelihood (N x grid)
+        joint = post * lik
+        py = joint.sum(axis=1)
+        return py * best(joint / np.maximum(py, 1e-300)[:, None])
+
+    now = best(post)
+    lam_hat = np.maximum(lam_g[np.argmax(post, axis=1)], 1e-3)
+    gain, bundle = np.zeros(len(w)), np.ones(len(w))
+    edges = np.linspace(0.0, 1.0, s_bins + 1)
+    for c in PROBE_INTERVALS:
+        x = lam_g[None, :] * (c / lam_hat)[:, None]
+        unchanged = np.exp(-x)
+        one = after(unchanged)
+        one += np.where(trusted, sum(after(np.exp(-x * a) - np.exp(-x * b))
+                                     for a, b in zip(edges[:-1], edges[1:])), 0.0)
+        one += np.where(trusted, 0.0, after(1.0 - unchanged))
+        gain = np.maximum(gain, one - now)
+        for m in PROBE_BUNDLES[1:]:
+            per = (sum(after(binom.pmf(k, m, 1.0 - unchanged)) for k in range(m + 1)) - now) / m
+            better = per > gain
+            gain, bundle = np.where(better, per, gain), np.where(better, m, bundle)
+    return np.maximum(gain, 0.0), bundle
+
+
+def voi_summary(state, stats, level, mu, tau2, budget, horizons):
+    """Learning visits against what knowing λ buys, at the plug-in allocation's level μ:
+    per horizon H, the pages whose best probe is worth its price over H days (gain · H > μ),
+    their probes, and their net worth Σ (gain · H − μ) · m as a share of H days of the
+    oracle's gap Σ w (F̄(λ, f_oracle) − F̄(λ, f_plug-in)), every page scored as Poisson."""
+    grid = FINE_GRID[::4]
+    w, lam = state["importance"].to_numpy(float), state["lambda"].to_numpy(float)
+    post = grid_posterior(stats, level, mu, tau2, grid)
+    mode = np.exp(grid[np.argmax(post, axis=1)])
+    one = np.ones((len(w), 1))
+    f_plug, mu_level = bayes_allocate(mode[:, None], one, w, budget, return_level=True)
+    f_oracle = bayes_allocate(lam[:, None], one, w, budget)
+    gap = float(np.sum(w * (freshness(lam, f_oracle) - freshness(lam, f_plug))))
+    gain, bundle = value_of_information(post, grid, w, mu_level,
+                                        state["lm_n"].to_numpy(float) > 0)
+    out = {"level": round(mu_level, 3), "oracle_gap_per_day": round(gap, 1)}
+    for h in horizons:
+        worth = gain * h > mu_level
+        net = float(np.sum((gain * h - mu_level)[worth] * bundle[worth]))
+        out[f"H{h:g}"] = {"pages": int(worth.sum()), "probes": int(bundle[worth].sum()),
+                          "net": round(net, 1), "share_of_gap": round(net / (h * gap), 4)}
+    return out
 
 
 def main(argv=None) -> int:
@@ -205,6 +294,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dates", nargs="+", required=True)
     ap.add_argument("--budget", type=float, default=0.2, help="refresh visits/day per page")
     ap.add_argument("--mix-min-urls", type=int, default=8)
+    ap.add_argument("--horizons", type=float, nargs="+", default=[7, 14, 30],
+                    help="days a probe's better decision is assumed to last (value of "
+                         "information)")
     args = ap.parse_args(argv)
     truth = pd.read_parquet(f"{args.workdir}/seed{args.seed}/optimal/data/_truth/pages")
     for dt in args.dates:
@@ -214,7 +306,8 @@ def main(argv=None) -> int:
         budget = args.budget * len(state)
         stats = state[list(STATS_COLUMNS)].astype(float)
         level, _, mu, tau2, _ = chosen_groups(state, stats)
-        points, mode, mean = posterior_points(stats, level, mu, tau2)
+        post = grid_posterior(stats, level, mu, tau2)
+        points, mode, mean = posterior_points(post)
         ests, n_mix = estimates(state, args.mix_min_urls)
         one = np.ones((len(w), 1))
         arms = {"oracle": (lam[:, None], one), "single": (ests["single"][:, None], one),
@@ -230,6 +323,7 @@ def main(argv=None) -> int:
         row = {"seed": args.seed, "dt": dt, "pages": len(state), "mixture_groups": n_mix}
         for name in list(arms)[1:]:
             row[name] = {k: round(v / fresh["oracle"][k], 4) for k, v in fresh[name].items()}
+        row["voi"] = voi_summary(state, stats, level, mu, tau2, budget, args.horizons)
         print(json.dumps(row), flush=True)
     return 0
 

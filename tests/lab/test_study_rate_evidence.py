@@ -7,7 +7,8 @@ import pytest
 
 from jobs.core.allocation_reference import allocate
 from jobs.core.freshness import freshness
-from lab.studies.study_rate_evidence import TAU2_MIN, bayes_allocate, fit_mixture
+from lab.studies.study_rate_evidence import (TAU2_MIN, bayes_allocate, fit_mixture,
+                                          value_of_information)
 
 
 def _pages(n=200, seed=0):
@@ -71,3 +72,58 @@ def test_the_mixture_recovers_two_separated_components():
     assert mu[order] == pytest.approx([np.log(0.1), np.log(10)], abs=0.1)
     assert pi[order] == pytest.approx([0.3, 0.7], abs=0.06)
     assert (tau2 >= TAU2_MIN).all()
+
+
+def _posteriors(rng, n, grid, centres, sds):
+    post = np.exp(-0.5 * (grid[None, :] - centres[:, None]) ** 2 / sds[:, None] ** 2)
+    return post / post.sum(axis=1, keepdims=True)
+
+
+def test_a_probe_is_worth_nothing_when_lambda_is_known_and_at_most_perfect_information():
+    """0 for a point-mass posterior; otherwise between 0 and the expected value of perfect
+    information E_λ[max_f V(f | λ)] − max_f E[V(f)], computed here point by point."""
+    grid = np.linspace(np.log(1e-3), np.log(1e3), 121)
+    rng = np.random.default_rng(3)
+    n = 40
+    centres = rng.uniform(np.log(0.05), np.log(50), n)
+    w = np.exp(rng.normal(1.0, 1.0, n))
+    level = 2.0
+    point = np.zeros((n, len(grid)))
+    point[np.arange(n), np.argmin(np.abs(grid[None, :] - centres[:, None]), axis=1)] = 1.0
+    gain, _ = value_of_information(point, grid, w, level, np.zeros(n, bool))
+    assert np.allclose(gain, 0.0, atol=1e-9)
+
+    post = _posteriors(rng, n, grid, centres, np.full(n, 0.8))
+    gain, bundle = value_of_information(post, grid, w, level, rng.random(n) < 0.5)
+    fk = np.exp(np.linspace(np.log(1 / 90), np.log(24.0), 64))
+    value = w[:, None, None] * freshness(np.exp(grid)[None, :, None], fk[None, None, :]) \
+        - level * fk[None, None, :]  # page x grid x rate
+    evpi = (post * value.max(axis=2)).sum(axis=1) - (post[:, :, None] * value).sum(axis=1).max(axis=1)
+    assert (gain >= 0).all() and (gain <= evpi + 1e-9).all()
+    assert (gain > 0).any() and set(np.unique(bundle)) <= {1, 2, 4, 8, 16}
+
+
+def test_last_modified_dates_never_make_a_probe_worth_less():
+    """A trusted page's outcomes refine an untrusted one's (a change and its age, not just a
+    change), so its probe is worth at least as much (Blackwell)."""
+    grid = np.linspace(np.log(1e-3), np.log(1e3), 121)
+    rng = np.random.default_rng(4)
+    n = 30
+    centres = rng.uniform(np.log(0.1), np.log(30), n)
+    post = _posteriors(rng, n, grid, centres, rng.uniform(0.3, 1.5, n))
+    w = np.exp(rng.normal(1.5, 0.7, n))
+    plain, _ = value_of_information(post, grid, w, 3.0, np.zeros(n, bool))
+    dated, _ = value_of_information(post, grid, w, 3.0, np.ones(n, bool))
+    assert (dated >= plain - 1e-12).all() and (dated > plain + 1e-6).any()
+
+
+def test_a_page_at_the_cliff_is_worth_probing_more_than_one_far_from_it():
+    """Same weight and posterior width; λ̂ at the cliff (w/λ̂ = μ: the optimum switches
+    between f_min and visits within the posterior) against λ̂ where w/λ̂ = 20 μ (visited
+    whatever λ is within it)."""
+    grid = np.linspace(np.log(1e-3), np.log(1e3), 161)
+    w, level = np.array([50.0, 50.0]), 5.0
+    centres = np.log(np.array([w[0] / level, w[1] / (20 * level)]))
+    post = _posteriors(None, 2, grid, centres, np.array([0.5, 0.5]))
+    gain, _ = value_of_information(post, grid, w, level, np.zeros(2, bool))
+    assert gain[0] > 3 * gain[1]
