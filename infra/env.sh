@@ -10,3 +10,9 @@ export AWS_EC2_METADATA_DISABLED=true
 if [ -z "${JAVA_HOME:-}" ] && command -v java >/dev/null 2>&1; then
   export JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"
 fi
+# The Spark driver JVM's class-data archive, when set-up recorded one (infra/spark_cds.py): each
+# spark-submit and local session starts about 7 s sooner on two cores. A JVM that cannot use it
+# (another JDK or class path) starts as before, without a word; results never depend on it.
+if [ -f "$VENV/spark-driver.jsa" ] && [[ "${SPARK_SUBMIT_OPTS:-}" != *"$VENV/spark-driver.jsa"* ]]; then
+  export SPARK_SUBMIT_OPTS="-XX:SharedArchiveFile=$VENV/spark-driver.jsa -Xlog:cds=off,cds+dynamic=off${SPARK_SUBMIT_OPTS:+ $SPARK_SUBMIT_OPTS}"
+fi

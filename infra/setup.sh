@@ -61,3 +61,22 @@ PYEOF
   fi
   echo "$project_want" > "$project_stamp"
 fi
+
+# The Spark driver JVM's class-data archive (infra/spark_cds.py; infra/env.sh uses it),
+# recorded again when the JDK, the pins or the recording script change. It only speeds up start-up:
+# when it cannot be recorded, set-up says so and goes on.
+cds="$VENV/spark-driver.jsa"
+cds_stamp="$VENV/.recrawl-cds-stamp"
+cds_want="$({ java -version 2>&1; cat "$stamp" infra/spark_cds.py; } | sha256sum | cut -c1-16)"
+if [ ! -f "$cds" ] || [ "$(cat "$cds_stamp" 2>/dev/null)" != "$cds_want" ]; then
+  echo "setup: recording the Spark driver's class-data archive (about a minute)" >&2
+  rm -f "$cds" "$cds.tmp"
+  if SPARK_SUBMIT_OPTS="-XX:ArchiveClassesAtExit=$cds.tmp -Xlog:cds=off,cds+dynamic=off" \
+      "$VENV/bin/python" infra/spark_cds.py >"$VENV/spark-cds.log" 2>&1 && [ -s "$cds.tmp" ]; then
+    mv "$cds.tmp" "$cds"
+    echo "$cds_want" > "$cds_stamp"
+  else
+    rm -f "$cds.tmp"
+    echo "setup: could not record the archive ($VENV/spark-cds.log); Spark starts without it" >&2
+  fi
+fi

@@ -32,6 +32,11 @@ def _fake_venv(tmp_path, rc: int):
     (venv / ".recrawl-stamp").write_text(want + "\n")
     project = (want + "\n").encode() + (REPO / "pyproject.toml").read_bytes()
     (venv / ".recrawl-project-stamp").write_text(hashlib.sha256(project).hexdigest()[:16] + "\n")
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True)
+    cds = ((java.stdout + java.stderr + want + "\n").encode()
+           + (REPO / "infra" / "spark_cds.py").read_bytes())
+    (venv / ".recrawl-cds-stamp").write_text(hashlib.sha256(cds).hexdigest()[:16] + "\n")
+    (venv / "spark-driver.jsa").write_bytes(b"")
     return venv, log
 
 
