@@ -39,15 +39,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import numpy as np
 import pandas as pd
 
+from jobs.cli import guarded
 from jobs.core import state_update
 from jobs.core.estimators_shrinkage import (PRIOR_CHAINS, STATS_COLUMNS, _grid_loglik,
                                             fit_group_priors, group_key_from_url)
 from jobs.core.estimators_stats import observation_count
 from jobs.core.freshness import freshness
+from jobs.errors import MissingPartitionError
 from lab.studies.study_priors import load
 
 FIT_GRID = np.linspace(np.log(1e-4), np.log(1e3), 96)  # fit_group_priors' grid
@@ -119,17 +122,17 @@ def log_normal_mix(pi, mu, tau2, grid):
     return np.log(np.maximum(dens.sum(axis=0), 1e-300))
 
 
-def estimates(state: pd.DataFrame, mix_min_urls: int):
-    stats = state[list(STATS_COLUMNS)].astype(float)
-    level, key, mu, tau2, keys_by_level = chosen_groups(state, stats)
+def estimates(state: pd.DataFrame, stats: pd.DataFrame, groups, fine: np.ndarray,
+              mix_min_urls: int):
+    """Production's λ̂ (single group prior) and the two-component mixture prior's grid mode;
+    ``groups`` is :func:`chosen_groups`' answer, ``fine`` the log-likelihood on FINE_GRID."""
+    level, key, mu, tau2, keys_by_level = groups
     # production: the same choice through update_state's pure estimate
     shape = np.where(level >= 0, 1.0 / tau2, np.nan)
     single = state_update.estimate_with_priors(
         state, shape, shape * np.exp(-np.nan_to_num(mu)))["lambda_hat"].to_numpy(float)
     observed = np.asarray(observation_count(stats)) > 0
-    fine = _grid_loglik(stats, FINE_GRID)
     coarse = np.exp(_grid_loglik(stats, FIT_GRID))
-    grid1 = single.copy()
     mix2 = single.copy()
     n_mix = 0
     for lv in range(len(keys_by_level)):
@@ -137,16 +140,14 @@ def estimates(state: pd.DataFrame, mix_min_urls: int):
             rows = np.flatnonzero((level == lv) & (key == g))
             members = np.flatnonzero((keys_by_level[lv] == g) & observed)
             m0, t0 = mu[rows[0]], tau2[rows[0]]
-            lp1 = log_normal_mix([1.0], [m0], [t0], FINE_GRID)
-            grid1[rows] = np.exp(grid_mode(fine[rows], lp1[None, :]))
             if len(members) >= mix_min_urls:
                 pi, mk, tk = fit_mixture(coarse[members], FIT_GRID, m0, t0)
                 lp2 = log_normal_mix(pi, mk, tk, FINE_GRID)
                 n_mix += 1
             else:
-                lp2 = lp1
+                lp2 = log_normal_mix([1.0], [m0], [t0], FINE_GRID)
             mix2[rows] = np.exp(grid_mode(fine[rows], lp2[None, :]))
-    return {"single": single, "grid1": grid1, "mix2": mix2}, n_mix
+    return {"single": single, "mix2": mix2}, n_mix
 
 
 def marginal_value(f, lam, p, w):
@@ -191,10 +192,10 @@ def bayes_allocate(lam, p, w, budget, f_min=1 / 90, f_max=24.0, iters=50,
     return (rates_at(level), float(level)) if return_level else rates_at(level)
 
 
-def grid_posterior(stats, level, mu, tau2, grid=FINE_GRID):
-    """Each URL's posterior on ``grid`` (log λ) under its single group prior N(mu, tau2)
-    (flat on log λ where ``level`` < 0: no group fit), rows summing to 1."""
-    ll = _grid_loglik(stats, grid)
+def grid_posterior(ll, level, mu, tau2, grid=FINE_GRID):
+    """Each URL's posterior on ``grid`` (log λ) from its log-likelihood there (``ll``, URLs x
+    grid) under its single group prior N(mu, tau2) (flat on log λ where ``level`` < 0: no
+    group fit), rows summing to 1."""
     has = level >= 0
     lp = np.where(has[:, None], -0.5 * (grid[None, :] - np.nan_to_num(mu)[:, None]) ** 2
                   / np.where(has, tau2, 1.0)[:, None], 0.0)
@@ -263,14 +264,15 @@ def value_of_information(post, grid, w, level, trusted, f_min=1 / 90, f_max=24.0
     return np.maximum(gain, 0.0), bundle
 
 
-def voi_summary(state, stats, level, mu, tau2, budget, horizons):
+def voi_summary(state, post, budget, horizons):
     """Learning visits against what knowing λ buys, at the plug-in allocation's level μ:
     per horizon H, the pages whose best probe is worth its price over H days (gain · H > μ),
     their probes, and their net worth Σ (gain · H − μ) · m as a share of H days of the
-    oracle's gap Σ w (F̄(λ, f_oracle) − F̄(λ, f_plug-in)), every page scored as Poisson."""
+    oracle's gap Σ w (F̄(λ, f_oracle) − F̄(λ, f_plug-in)), every page scored as Poisson.
+    ``post`` is the posterior on FINE_GRID; this works on every fourth point of it."""
     grid = FINE_GRID[::4]
     w, lam = state["importance"].to_numpy(float), state["lambda"].to_numpy(float)
-    post = grid_posterior(stats, level, mu, tau2, grid)
+    post = post[:, ::4] / post[:, ::4].sum(axis=1, keepdims=True)
     mode = np.exp(grid[np.argmax(post, axis=1)])
     one = np.ones((len(w), 1))
     f_plug, mu_level = bayes_allocate(mode[:, None], one, w, budget, return_level=True)
@@ -298,17 +300,27 @@ def main(argv=None) -> int:
                     help="days a probe's better decision is assumed to last (value of "
                          "information)")
     args = ap.parse_args(argv)
-    truth = pd.read_parquet(f"{args.workdir}/seed{args.seed}/optimal/data/_truth/pages")
+    pages = f"{args.workdir}/seed{args.seed}/optimal/data/_truth/pages"
+    if not os.path.isdir(pages):
+        raise MissingPartitionError("_truth", pages, "no backtest run of optimal here "
+                                    "(python -m lab.backtest ... --workdir DIR)")
+    truth = pd.read_parquet(pages)
     for dt in args.dates:
-        state = load(args.workdir, args.seed, dt).merge(truth[["url", "kind"]], on="url")
+        try:
+            state = load(args.workdir, args.seed, dt)
+        except FileNotFoundError as err:
+            raise MissingPartitionError("state", f"{args.workdir} dt={dt}", str(err)) from None
+        state = state.merge(truth[["url", "kind"]], on="url")
         kinds = state["kind"].to_numpy(object)
         w, lam = state["importance"].to_numpy(float), state["lambda"].to_numpy(float)
         budget = args.budget * len(state)
         stats = state[list(STATS_COLUMNS)].astype(float)
-        level, _, mu, tau2, _ = chosen_groups(state, stats)
-        post = grid_posterior(stats, level, mu, tau2)
+        groups = chosen_groups(state, stats)
+        level, _, mu, tau2, _ = groups
+        fine = _grid_loglik(stats, FINE_GRID)  # once: the estimates and the posterior share it
+        post = grid_posterior(fine, level, mu, tau2)
         points, mode, mean = posterior_points(post)
-        ests, n_mix = estimates(state, args.mix_min_urls)
+        ests, n_mix = estimates(state, stats, groups, fine, args.mix_min_urls)
         one = np.ones((len(w), 1))
         arms = {"oracle": (lam[:, None], one), "single": (ests["single"][:, None], one),
                 "grid1": (mode[:, None], one), "mix2": (ests["mix2"][:, None], one),
@@ -323,10 +335,10 @@ def main(argv=None) -> int:
         row = {"seed": args.seed, "dt": dt, "pages": len(state), "mixture_groups": n_mix}
         for name in list(arms)[1:]:
             row[name] = {k: round(v / fresh["oracle"][k], 4) for k, v in fresh[name].items()}
-        row["voi"] = voi_summary(state, stats, level, mu, tau2, budget, args.horizons)
+        row["voi"] = voi_summary(state, post, budget, args.horizons)
         print(json.dumps(row), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(guarded(main, prog="study_rate_evidence"))

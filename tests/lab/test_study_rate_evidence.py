@@ -3,6 +3,7 @@ against known answers."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from jobs.core.allocation_reference import allocate
@@ -127,3 +128,19 @@ def test_a_page_at_the_cliff_is_worth_probing_more_than_one_far_from_it():
     post = _posteriors(None, 2, grid, centres, np.array([0.5, 0.5]))
     gain, _ = value_of_information(post, grid, w, level, np.zeros(2, bool))
     assert gain[0] > 3 * gain[1]
+
+
+def test_a_missing_run_or_day_is_one_line_and_exit_2(tmp_path, capsys):
+    from jobs.cli import guarded
+    from lab.studies.study_rate_evidence import main
+
+    args = ["--workdir", str(tmp_path), "--seed", "0", "--dates", "2026-01-28"]
+    assert guarded(main, args, prog="study_rate_evidence") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "MissingPartitionError" in err[0] and "_truth/pages" in err[0]
+    (tmp_path / "seed0" / "optimal" / "data" / "_truth" / "pages").mkdir(parents=True)
+    pd.DataFrame({"url": ["u"], "kind": ["poisson"]}).to_parquet(
+        tmp_path / "seed0" / "optimal" / "data" / "_truth" / "pages" / "p.parquet")
+    assert guarded(main, args, prog="study_rate_evidence") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[state]" in err[0] and "dt=2026-01-28" in err[0]
